@@ -1,0 +1,5 @@
+"""msmm-migrate hooks: probe, plan, shrink, data parity, smoke and report.
+
+Every user-facing step has a ``python -m hooks.<step>`` entry. Modules import
+torch/transformers lazily so that copier can import this package cheaply.
+"""

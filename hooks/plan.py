@@ -1,0 +1,290 @@
+"""Derive MindSpeed-MM's FSDP2, recompute, expert-parallel and freeze plans from a module tree.
+
+Pure functions over a ``ModuleTable`` (names, classes, parameter counts) so the
+plan can be computed from a meta-device model, stored, re-checked and tested
+without torch. The rules, in the spirit of accelerate's auto-wrap policy but
+emitted as MindSpeed-MM ``apply_modules`` patterns:
+
+* **Containers** are ``ModuleList``s (not inside another container's element)
+  whose elements share one class and hold parameters. Their elements become
+  ``<list>.{*}`` units. Containers whose class is in ``_no_split_modules`` or is
+  named like a layer/block are **block containers**: recompute targets too.
+* **Towers** are the direct children of the deepest module enclosing all block
+  containers (``model.visual``, ``model.language_model``): one unit each.
+* Inside a tower, siblings *after* a container (mergers, deepstack mergers) are
+  units when they hold ≥ 1% of the tower's parameters; the language tower's
+  input embedding is its own unit, as in MindSpeed-MM's examples.
+* Modules beside the towers with parameters (projectors) are units; the output
+  head is a unit.
+* Tied weights: a unit may not contain only one side of a tie (two units would
+  own one weight), so such units are dropped and the enclosing unit owns both.
+* Order follows MindSpeed-MM's hand-written examples: vision tower internals,
+  tower, projectors, language embedding, layers, tower, head. FSDP wraps in
+  post-order regardless; the order only matters for prefetch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+
+from hooks.matching import generalize, module_name_match
+
+_BLOCK_CLASS = re.compile(r"(Layer|Block)$")
+_EXPERTS_CLASS = re.compile(r"Experts$")
+POST_CONTAINER_MIN_SHARE = 0.01
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """One entry of ``named_modules()``: enough to plan without the model."""
+
+    name: str
+    cls: str
+    params: int  # parameters in the whole subtree (shared ones counted once)
+    own_params: int  # parameters registered directly on this module
+    is_list: bool = False
+
+
+@dataclass
+class ModuleTable:
+    """The probe's view of a model, in ``named_modules()`` order."""
+
+    modules: list[ModuleInfo]
+    no_split: list[str] = field(default_factory=list)
+    input_embeddings: str | None = None
+    output_embeddings: str | None = None
+    tied: list[tuple[str, str]] = field(default_factory=list)  # module pairs sharing a weight
+
+    def __post_init__(self) -> None:
+        self._by_name = {m.name: m for m in self.modules}
+
+    def get(self, name: str) -> ModuleInfo | None:
+        return self._by_name.get(name)
+
+    def children(self, name: str) -> list[ModuleInfo]:
+        prefix = f"{name}." if name else ""
+        depth = name.count(".") + 1 if name else 0
+        return [
+            m for m in self.modules if m.name.startswith(prefix) and m.name and m.name.count(".") == depth
+        ]
+
+    @property
+    def total_params(self) -> int:
+        root = self.get("")
+        return root.params if root else 0
+
+
+@dataclass
+class PatternReport:
+    pattern: str
+    matched: int
+    params: int  # parameters owned by the matched units (after nesting)
+
+
+@dataclass
+class Plan:
+    """Everything the templates need; every list is in emission order."""
+
+    apply_modules: list[str]
+    recompute_modules: list[str]
+    ep_modules: list[str]
+    hook_modules: list[str]
+    freeze_proposal: list[str]
+    vision_towers: list[str]
+    language_tower: str | None
+    reports: list[PatternReport]
+    non_root_share: float
+    problems: list[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _inside(name: str, scope: str) -> bool:
+    return scope == "" or name == scope or name.startswith(scope + ".")
+
+
+def find_containers(table: ModuleTable) -> list[ModuleInfo]:
+    """Outermost same-class ModuleLists with parameters, in module order."""
+    found: list[ModuleInfo] = []
+    for mod in table.modules:
+        if not mod.is_list or mod.params == 0:
+            continue
+        if any(mod.name.startswith(c.name + ".") for c in found):
+            continue
+        kids = table.children(mod.name)
+        if kids and len({k.cls for k in kids}) == 1:
+            found.append(mod)
+        elif kids and all(k.cls in table.no_split for k in kids):
+            found.append(mod)  # mixed-class layer stacks (e.g. self/cross-attention layers)
+    return found
+
+
+def is_block_container(table: ModuleTable, container: ModuleInfo) -> bool:
+    classes = {k.cls for k in table.children(container.name)}
+    return all(c in table.no_split or _BLOCK_CLASS.search(c) for c in classes)
+
+
+def _common_prefix(names: list[str]) -> str:
+    split = [n.split(".") for n in names]
+    common: list[str] = []
+    for parts in zip(*split):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
+
+
+def find_towers(table: ModuleTable, blocks: list[ModuleInfo]) -> dict[str, list[ModuleInfo]]:
+    """Map each tower name to its block containers."""
+    if not blocks:
+        return {}
+    if len(blocks) == 1:
+        parent = blocks[0].name.rpartition(".")[0]
+        return {parent: blocks}
+    body = _common_prefix([b.name for b in blocks])
+    towers: dict[str, list[ModuleInfo]] = {}
+    for block in blocks:
+        rest = block.name[len(body) :].lstrip(".").split(".")
+        tower = f"{body}.{rest[0]}" if body else rest[0]
+        if tower == block.name:  # container directly under the body: the body is the tower
+            tower = body
+        towers.setdefault(tower, []).append(block)
+    return towers
+
+
+def _post_container_units(table: ModuleTable, tower: str, containers: list[ModuleInfo]) -> list[str]:
+    """Siblings after a container inside the tower (mergers, heads) big enough to shard."""
+    tower_params = table.get(tower).params if table.get(tower) else table.total_params
+    units: list[str] = []
+    for container in containers:
+        parent = container.name.rpartition(".")[0]
+        if not _inside(parent, tower):
+            continue
+        siblings = table.children(parent)
+        after = siblings[[s.name for s in siblings].index(container.name) + 1 :]
+        for sib in after:
+            if sib.params == 0 or sib.params < POST_CONTAINER_MIN_SHARE * tower_params:
+                continue
+            units.append(sib.name)
+    return units
+
+
+def _projectors(table: ModuleTable, towers: list[str]) -> list[str]:
+    """Parameterised modules beside the towers (e.g. ``model.multi_modal_projector``)."""
+    if len(towers) < 2:
+        return []
+    body = _common_prefix(towers)
+    return [
+        kid.name
+        for kid in table.children(body)
+        if kid.params and kid.name not in towers and kid.name != table.output_embeddings
+    ]
+
+
+def _breaks_tie(table: ModuleTable, unit: str) -> bool:
+    return any(_inside(a, unit) != _inside(b, unit) for a, b in table.tied)
+
+
+def _as_patterns(table: ModuleTable, names: list[str], containers: set[str]) -> list[str]:
+    out: list[str] = []
+    for name in names:
+        mod = table.get(name)
+        pattern = f"{name}.{{*}}" if name in containers or (mod and mod.is_list) else name
+        if pattern not in out:
+            out.append(pattern)
+    return out
+
+
+def derive_plan(table: ModuleTable) -> Plan:
+    """Derive all plans from the module table; see the module docstring for the rules."""
+    containers = find_containers(table)
+    blocks = [c for c in containers if is_block_container(table, c)]
+    towers = find_towers(table, blocks)
+    language = next((t for t in towers if table.input_embeddings and _inside(table.input_embeddings, t)), None)
+    vision = [t for t in towers if t != language]
+    container_names = {c.name for c in containers}
+
+    ordered: list[str] = []
+    for tower in vision:
+        ordered += [c.name for c in towers[tower]]
+        ordered += _post_container_units(table, tower, towers[tower])
+        ordered.append(tower)
+    ordered += _projectors(table, list(towers))
+    if language is not None:
+        if table.input_embeddings and table.input_embeddings != language:
+            ordered.append(table.input_embeddings)
+        ordered += [c.name for c in towers[language]]
+        ordered += _post_container_units(table, language, towers[language])
+        ordered.append(language)
+    if table.output_embeddings and not (language and _inside(table.output_embeddings, language)):
+        ordered.append(table.output_embeddings)
+    ordered = [n for n in ordered if n and not _breaks_tie(table, n)]
+    apply_modules = _as_patterns(table, ordered, container_names)
+
+    recompute = _as_patterns(table, [b.name for b in blocks], container_names)
+    experts = [
+        m.name
+        for m in table.modules
+        if _EXPERTS_CLASS.search(m.cls) and language and _inside(m.name, language)
+    ]
+    ep_modules = sorted({generalize(n) for n in experts}, key=lambda p: experts.index(
+        next(n for n in experts if module_name_match(p, n))))
+    hook_modules = recompute[-1:] if ep_modules and language else []
+    reports, share, problems = check_plan(table, apply_modules)
+    problems += [f"recompute pattern {p!r} matches no module" for p in recompute
+                 if not any(module_name_match(p, m.name) for m in table.modules)]
+    return Plan(
+        apply_modules=apply_modules,
+        recompute_modules=recompute,
+        ep_modules=ep_modules,
+        hook_modules=hook_modules,
+        freeze_proposal=vision[:],
+        vision_towers=vision,
+        language_tower=language,
+        reports=reports,
+        non_root_share=share,
+        problems=problems,
+    )
+
+
+def unit_owners(table: ModuleTable, patterns: list[str]) -> dict[str, str]:
+    """Map every module name to the innermost matched FSDP unit ("" = the root)."""
+    units = {m.name for m in table.modules if any(module_name_match(p, m.name) for p in patterns)}
+    owners: dict[str, str] = {}
+    for mod in table.modules:
+        parts = mod.name.split(".") if mod.name else []
+        owner = ""
+        for i in range(len(parts), 0, -1):
+            candidate = ".".join(parts[:i])
+            if candidate in units:
+                owner = candidate
+                break
+        owners[mod.name] = owner
+    return owners
+
+
+def check_plan(table: ModuleTable, patterns: list[str]) -> tuple[list[PatternReport], float, list[str]]:
+    """Per-pattern match counts and owned parameters, the non-root share, and problems.
+
+    MindSpeed-MM only fails when *no* pattern matches; we require every pattern
+    to match and no module to be matched by two patterns (it would be wrapped twice).
+    """
+    owners = unit_owners(table, patterns)
+    owned: dict[str, int] = {}
+    for mod in table.modules:
+        owned[owners[mod.name]] = owned.get(owners[mod.name], 0) + mod.own_params
+    problems: list[str] = []
+    reports: list[PatternReport] = []
+    for pattern in patterns:
+        hits = [m.name for m in table.modules if module_name_match(pattern, m.name)]
+        if not hits:
+            problems.append(f"pattern {pattern!r} matches no module")
+        for other in patterns:
+            if other != pattern and other > pattern and any(module_name_match(other, h) for h in hits):
+                problems.append(f"patterns {pattern!r} and {other!r} match the same module")
+        reports.append(PatternReport(pattern, len(hits), sum(owned.get(h, 0) for h in hits)))
+    total = sum(m.own_params for m in table.modules) or 1
+    share = 1.0 - owned.get("", 0) / total
+    return reports, share, problems

@@ -1,0 +1,324 @@
+"""Probe a local Hugging Face VLM directory without reading its weights.
+
+The config is loaded with ``AutoConfig`` (remote code only with consent), the
+model is built on the meta device and ``named_modules()``, ``_no_split_modules``,
+tied weights and the forward signature are read. The result (``ModelFacts``) is
+everything the templates need; it is frozen into the copier answers file so a
+later ``copier update`` does not need the model directory.
+
+``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hooks.plan import ModuleInfo, ModuleTable, Plan, derive_plan
+
+# Data-path defaults for model families whose chat format an in-repo template already speaks.
+# model_type -> (template, collator_id); the registered names are in MindSpeed-MM's template.py.
+BRANCH_A_FAMILIES: dict[str, tuple[str, str]] = {
+    "qwen2_vl": ("qwen2vl", "qwen3vl"),
+    "qwen2_5_vl": ("qwen2vl", "qwen3vl"),
+    "qwen3_vl": ("qwen3_vl_nothink", "qwen3vl"),
+    "qwen3_vl_moe": ("qwen3_vl_nothink", "qwen3vl"),
+}
+
+
+class ProbeError(ValueError):
+    """A problem with the model directory that the user can fix; names the field."""
+
+
+@dataclass
+class ModelFacts:
+    """What the probe learned; JSON-serialisable and stable for a given config."""
+
+    model_type: str
+    architecture: str
+    class_module: str
+    remote_code: bool
+    sub_configs: dict[str, str]
+    num_parameters: int
+    forward_params: list[str]
+    forward_accepts_kwargs: bool
+    returns_loss: bool
+    tie_word_embeddings: bool
+    no_split_modules: list[str]
+    media_tokens: dict[str, Any]
+    recommended_branch: str
+    branch_reason: str
+    template: str
+    collator_id: str
+    plan: dict[str, Any]
+    processor: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self, *, with_timings: bool = True) -> str:
+        data = asdict(self)
+        if not with_timings:
+            data.pop("timings")
+        return json.dumps(data, sort_keys=True)
+
+
+def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
+    """Fail early, naming the field and the fix, before anything heavy is imported."""
+    if not model_dir.is_dir():
+        raise ProbeError(f"model_path: {model_dir} is not a directory; give the local model folder.")
+    config_file = model_dir / "config.json"
+    if not config_file.is_file():
+        raise ProbeError(f"model_path: {model_dir} has no config.json; point it at a Hugging Face model folder.")
+    try:
+        raw = json.loads(config_file.read_text())
+    except json.JSONDecodeError as err:
+        raise ProbeError(f"model_path: {config_file} is not valid JSON ({err}).") from err
+    if raw.get("auto_map") and not trust_remote_code:
+        raise ProbeError(
+            "trust_remote_code: the config has auto_map (custom modeling code); "
+            "review the *.py files in the model folder and answer trust_remote_code=true to allow it."
+        )
+    return raw
+
+
+def resolve_model_class(config: Any, model_dir: Path, *, trust_remote_code: bool) -> type:
+    """The class MindSpeed-MM will subclass: transformers' own, else the remote-code class."""
+    import transformers
+
+    for arch in getattr(config, "architectures", None) or []:
+        if hasattr(transformers, arch):
+            return getattr(transformers, arch)
+    auto_map = getattr(config, "auto_map", None) or {}
+    for key in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM", "AutoModel"):
+        if key in auto_map and trust_remote_code:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            return get_class_from_dynamic_module(auto_map[key], str(model_dir))
+    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+
+    try:
+        return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING[type(config)]
+    except KeyError as err:
+        raise ProbeError(
+            f"model_path: no image-text-to-text class for model_type {config.model_type!r} "
+            "(architectures in config.json name no transformers class)."
+        ) from err
+
+
+def build_meta_model(cls: type, config: Any) -> Any:
+    """Instantiate on the meta device: structure and shapes only, no memory, no weights."""
+    import torch
+
+    with torch.device("meta"):
+        return cls._from_config(config)
+
+
+def module_table(model: Any) -> ModuleTable:
+    """Flatten the module tree; each shared parameter is owned by its first module."""
+    import torch
+
+    seen: set[int] = set()
+    own: dict[str, int] = {}
+    first_owner: dict[int, str] = {}
+    tied: set[tuple[str, str]] = set()
+    for name, mod in model.named_modules():
+        count = 0
+        for param in mod.parameters(recurse=False):
+            if id(param) in seen:
+                tied.add((first_owner[id(param)], name))
+                continue
+            seen.add(id(param))
+            first_owner[id(param)] = name
+            count += param.numel()
+        own[name] = count
+    totals: dict[str, int] = dict.fromkeys(own, 0)
+    for name, count in own.items():
+        parts = name.split(".") if name else []
+        for i in range(len(parts) + 1):
+            prefix = ".".join(parts[:i])
+            if prefix in totals:
+                totals[prefix] += count
+    modules = [
+        ModuleInfo(name, type(mod).__name__, totals[name], own[name],
+                   isinstance(mod, (torch.nn.ModuleList, torch.nn.ModuleDict)))
+        for name, mod in model.named_modules()
+    ]
+    names = {id(m): n for n, m in model.named_modules()}
+    inp = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    no_split = sorted(model._get_no_split_modules("auto")) if hasattr(model, "_get_no_split_modules") else []
+    return ModuleTable(
+        modules=modules,
+        no_split=no_split,
+        input_embeddings=names.get(id(inp)) if inp is not None else None,
+        output_embeddings=names.get(id(out)) if out is not None else None,
+        tied=sorted(tied),
+    )
+
+
+def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
+    """Forward parameters, whether it takes ``**kwargs``, and whether it can return ``.loss``."""
+    sig = inspect.signature(cls.forward)
+    params = [p for p in sig.parameters if p != "self"]
+    has_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
+    try:
+        source = inspect.getsource(cls.forward)
+    except (OSError, TypeError):
+        source = ""
+    returns_loss = "labels" in params and "loss" in source
+    return [p for p in params if sig.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD], has_kwargs, returns_loss
+
+
+def media_tokens(config: Any) -> dict[str, Any]:
+    keys = ("image_token_id", "video_token_id", "image_token_index", "vision_start_token_id",
+            "vision_end_token_id", "boi_token_index", "eoi_token_index")
+    return {k: getattr(config, k) for k in keys if isinstance(getattr(config, k, None), int)}
+
+
+def sub_configs(config: Any) -> dict[str, str]:
+    found = {}
+    for key in sorted(getattr(config, "sub_configs", {}) or {}):
+        sub = getattr(config, key, None)
+        if sub is not None and hasattr(sub, "model_type"):
+            found[key] = sub.model_type
+    return found
+
+
+def recommend_branch(model_type: str) -> tuple[str, str, str, str]:
+    """(branch, reason, template, collator) from what MindSpeed-MM's data path already supports."""
+    if model_type in BRANCH_A_FAMILIES:
+        template, collator = BRANCH_A_FAMILIES[model_type]
+        reason = (f"model_type {model_type} uses the Qwen-VL chat format and media tokens that the in-repo "
+                  f"template {template!r} (mm_plugin with <|image_pad|>/<|video_pad|>) and the "
+                  f"{collator!r} collator already produce")
+        return "a", reason, template, collator
+    reason = (f"no in-repo template speaks model_type {model_type}'s chat format and media tokens; "
+              "a model-specific template / mm_plugin is needed")
+    return "b", reason, "", "qwen3vl"
+
+
+def processor_facts(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
+    """Processor class and the keys it emits for one image + text (best effort, reported only)."""
+    try:
+        from hooks.compat import ensure_torchvision
+
+        ensure_torchvision()
+        from PIL import Image
+        from transformers import AutoProcessor
+
+        proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        facts: dict[str, Any] = {"class": type(proc).__name__}
+        token = getattr(proc, "image_token", None)
+        facts["image_token"] = token
+        facts["has_chat_template"] = bool(getattr(proc, "chat_template", None))
+        if token:
+            out = proc(text=[f"{token} describe"], images=[Image.new("RGB", (64, 64), "red")], return_tensors="pt")
+            facts["output_keys"] = sorted(out.keys())
+        return facts
+    except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True) -> ModelFacts:
+    """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input."""
+    t0 = time.perf_counter()
+    check_model_dir(model_dir, trust_remote_code=trust_remote_code)
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()  # transformers' modeling imports pull in torchvision when it is installed
+    import torch  # noqa: F401 - timed separately from config loading
+    import transformers
+
+    t1 = time.perf_counter()
+    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    cls = resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code)
+    t2 = time.perf_counter()
+    model = build_meta_model(cls, config)
+    t3 = time.perf_counter()
+    table = module_table(model)
+    plan: Plan = derive_plan(table)
+    t4 = time.perf_counter()
+    params, has_kwargs, returns_loss = forward_facts(cls)
+    model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
+    branch, reason, template, collator = recommend_branch(model_type)
+    text_cfg = getattr(config, "text_config", config)
+    facts = ModelFacts(
+        model_type=model_type,
+        architecture=cls.__name__,
+        class_module=cls.__module__,
+        remote_code=bool(getattr(config, "auto_map", None)),
+        sub_configs=sub_configs(config),
+        num_parameters=table.total_params,
+        forward_params=params,
+        forward_accepts_kwargs=has_kwargs,
+        returns_loss=returns_loss,
+        tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)
+                                 or getattr(text_cfg, "tie_word_embeddings", False)) and bool(table.tied),
+        no_split_modules=table.no_split,
+        media_tokens=media_tokens(config),
+        recommended_branch=branch,
+        branch_reason=reason,
+        template=template,
+        collator_id=collator,
+        plan=plan.to_dict(),
+    )
+    if with_processor:
+        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code)
+    facts.timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
+                     "total_s": time.perf_counter() - t0}
+    return facts
+
+
+def render_table(facts: ModelFacts) -> str:
+    """Human-readable summary for the terminal and MIGRATION.md."""
+    plan = facts.plan
+    lines = [
+        f"class            {facts.architecture} ({facts.class_module})",
+        f"model_type       {facts.model_type}  sub-configs {facts.sub_configs}",
+        f"parameters       {facts.num_parameters:,}",
+        f"forward          {', '.join(facts.forward_params)}{', **kwargs' if facts.forward_accepts_kwargs else ''}",
+        f"returns .loss    {facts.returns_loss}   tied embeddings {facts.tie_word_embeddings}",
+        f"no_split         {', '.join(facts.no_split_modules)}",
+        f"media tokens     {facts.media_tokens}",
+        f"processor        {facts.processor}",
+        f"data branch      {facts.recommended_branch}: {facts.branch_reason}",
+        "",
+        f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
+    ]
+    for rep in plan["reports"]:
+        lines.append(f"{rep['pattern']:56} {rep['matched']:>7} {rep['params']:>14,}")
+    lines += [
+        f"share of parameters in non-root units: {plan['non_root_share']:.1%}",
+        f"recompute        {plan['recompute_modules']}",
+        f"expert parallel  {plan['ep_modules'] or 'none (dense)'}",
+        f"freeze proposal  {plan['freeze_proposal']} (not applied by default)",
+    ]
+    lines += [f"PROBLEM: {p}" for p in plan["problems"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.probe", description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
+    parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
+    args = parser.parse_args(argv)
+    try:
+        facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
+                      with_processor=not args.no_processor)
+    except ProbeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
+    return 1 if facts.plan["problems"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Write results into the generated MIGRATION.md, between fixed markers.
+
+Only the smoke section is rewritten, so a later ``copier update`` three-way merge
+sees one stable block that the template itself leaves as a placeholder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hooks.verdict import SmokeResult
+
+BEGIN = "<!-- msmm-smoke:begin -->"
+END = "<!-- msmm-smoke:end -->"
+
+
+def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN001 - hooks.smoke.SmokeInputs
+    """Markdown lines for the smoke result (the judge's verdict, not a raw log)."""
+    losses = ", ".join(f"{x:.4f}" for x in result.losses) or "none"
+    lines = [
+        f"- mode: {note}",
+        f"- model: {inputs.model_note}",
+        f"- data: {inputs.data_note}",
+        f"- result: **{'PASS' if result.passed else 'FAIL'}**, {len(result.losses)}/{result.iterations_expected} "
+        f"iterations, loss {losses} ({result.reason})",
+        f"- wall time: {result.wall_s:.1f} s"
+        + (f"; peak RSS per rank: {', '.join(f'{x:.0f} MB' for x in result.peak_rss_mb)}" if result.peak_rss_mb else ""),
+    ]
+    if not result.passed and result.hint:
+        lines.append(f"- hint: {result.hint}")
+    return "\n".join(lines)
+
+
+def write_smoke_section(migration_md: Path, result: SmokeResult, inputs, note: str) -> bool:  # noqa: ANN001
+    """Replace the block between the markers; False (and no write) when the markers are gone."""
+    if not migration_md.is_file():
+        return False
+    text = migration_md.read_text()
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        return False
+    new = text[: start + len(BEGIN)] + "\n" + smoke_section(result, inputs, note) + "\n" + text[end:]
+    migration_md.write_text(new)
+    return True

@@ -1,0 +1,157 @@
+"""Smoke-test a generated scaffold: the real trainer when we can, the contract smoke otherwise.
+
+In a MindSpeed-MM checkout (with MindSpeed core reachable) the generated YAML is
+run through ``mindspeed_mm/fsdp/train/trainer.py`` on 2 ranks, natively on NPU/GPU
+or on CPU through the run-time bridges. Anywhere else the *contract smoke* runs
+the same plan with torch's ``fully_shard`` on 2 gloo ranks, and says so.
+
+``python -m hooks.smoke .copier-answers/<model_id>.yml [--dest CHECKOUT]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hooks.verdict import SmokeResult
+
+SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
+
+
+@dataclass
+class SmokeInputs:
+    """Where the smoke's model and data come from, for the report."""
+
+    model_dir: Path
+    model_note: str
+    data_json: Path
+    media_root: Path
+    data_note: str
+    work_dir: Path
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MSMM_CACHE", Path.home() / ".cache" / "msmm-migrate"))
+
+
+def load_answers(answers_file: Path) -> dict[str, Any]:
+    import yaml
+
+    if not answers_file.is_file():
+        raise SystemExit(f"error: answers file {answers_file} not found; run from the checkout root")
+    return yaml.safe_load(answers_file.read_text())
+
+
+def is_mindspeed_mm_checkout(dest: Path) -> bool:
+    return (dest / "mindspeed_mm" / "fsdp" / "train" / "trainer.py").is_file()
+
+
+def find_mindspeed(dest: Path) -> tuple[bool, Path | None]:
+    """(found, path to put on PYTHONPATH): MINDSPEED_HOME, a copy inside the checkout, or installed."""
+    home = os.environ.get("MINDSPEED_HOME")
+    if home and (Path(home) / "mindspeed").is_dir():
+        return True, Path(home)
+    if (dest / "mindspeed").is_dir() or importlib.util.find_spec("mindspeed") is not None:
+        return True, None
+    return False, None
+
+
+def _model_key(model_dir: Path) -> str:
+    config = model_dir / "config.json"
+    stamp = f"{model_dir.resolve()}:{config.stat().st_mtime_ns}"
+    return hashlib.sha256(stamp.encode()).hexdigest()[:12]
+
+
+def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
+    """Shrink the model (when large) and pick the data: the user's JSON or a generated sample."""
+    work = cache_root() / "smoke" / model_id
+    work.mkdir(parents=True, exist_ok=True)
+    model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
+    params = int(answers.get("model_facts", {}).get("num_parameters", 0))
+    if params > SHRINK_ABOVE_PARAMS:
+        from hooks.shrink import shrink_model_dir
+
+        shrunk = cache_root() / "shrunk" / _model_key(model_dir)
+        if not (shrunk / "config.json").is_file():
+            shrink_model_dir(model_dir, shrunk, trust_remote_code=bool(answers.get("trust_remote_code")))
+        model_note = f"shrunk copy of {model_dir} ({params:,} parameters at full size)"
+        model_dir = shrunk
+    else:
+        model_note = f"{model_dir} as is ({params:,} parameters: small enough, not shrunk)"
+    if answers.get("data_json"):
+        data_json = Path(os.path.expanduser(answers["data_json"])).resolve()
+        media_root = Path(os.path.expanduser(answers.get("media_root") or str(data_json.parent))).resolve()
+        data_note = f"{data_json} (media root {media_root})"
+    else:
+        from hooks.tiny import build_demo_dataset
+
+        data_json = build_demo_dataset(work / "data")
+        media_root = data_json.parent
+        data_note = "generated sample: 8 image/chat pairs (64x64 images)"
+    return SmokeInputs(model_dir, model_note, data_json, media_root, data_note, work)
+
+
+def run_smoke(dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2) -> tuple[SmokeResult, SmokeInputs, str]:
+    """Run the best smoke available at ``dest``; returns the result, its inputs and the mode note."""
+    model_id = answers["model_id"]
+    inputs = prepare_inputs(answers, model_id)
+    facts = answers.get("model_facts", {})
+    found, mindspeed_home = find_mindspeed(dest)
+    if is_mindspeed_mm_checkout(dest) and found:
+        from hooks.trainer_run import detect_device, run_framework_smoke
+
+        device = detect_device()
+        note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} ranks on "
+                f"{device}{' through the CPU run-time bridges in hooks/bridges' if device == 'cpu' else ''}")
+        result = run_framework_smoke(
+            dest, dest / "examples" / model_id / f"{model_id}_config.yaml",
+            model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
+            work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home,
+        )
+        return result, inputs, note
+    why = ("destination is not a MindSpeed-MM checkout" if not is_mindspeed_mm_checkout(dest)
+           else "MindSpeed core not found (set MINDSPEED_HOME or copy mindspeed/ into the checkout)")
+    from hooks.contract_smoke import run_contract_smoke
+
+    note = f"contract smoke ({why}): torch fully_shard per the derived plan on {nproc} gloo ranks, real HF model"
+    result = run_contract_smoke(
+        inputs.model_dir, facts.get("plan", {}).get("apply_modules", []),
+        data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
+        trust_remote_code=bool(answers.get("trust_remote_code")),
+    )
+    return result, inputs, note
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.smoke", description=__doc__.splitlines()[0])
+    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
+    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--no-report", action="store_true", help="do not update MIGRATION.md")
+    args = parser.parse_args(argv)
+    dest = args.dest.resolve()
+    answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
+    answers = load_answers(answers_path)
+    result, inputs, note = run_smoke(dest, answers, iters=args.iters)
+    if not args.no_report:
+        from hooks.report import write_smoke_section
+
+        write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
+    print(note)
+    print(result.summary())
+    if not result.passed:
+        print(f"hint: {result.hint}\nwork dir: {inputs.work_dir}\n--- log tail ---\n{result.log_tail}", file=sys.stderr)
+    print(json.dumps({"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s,
+                      "peak_rss_mb": result.peak_rss_mb}))
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""Judge whether a smoke run showed a real training signal.
+
+A smoke passes only when the loss is finite, non-zero and not constant over the
+iterations, and the labels carried unmasked tokens. Everything else is a
+failure with a reason and a hint; NaN, Inf and a flat loss never pass.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SmokeResult:
+    """What a smoke run measured, in a form both smoke modes share."""
+
+    mode: str  # "framework" (real MindSpeed-MM trainer) or "contract" (torch fully_shard)
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    label_tokens: int | None = None  # unmasked label tokens seen, when known
+    iterations_expected: int = 0
+    wall_s: float = 0.0
+    peak_rss_mb: list[float] = field(default_factory=list)  # per rank, when known
+    log_tail: str = ""
+    error: str = ""
+    passed: bool = False
+    reason: str = ""
+    hint: str = ""
+
+    def summary(self) -> str:
+        """One line a reviewer can read in MIGRATION.md or a CI log."""
+        state = "PASS" if self.passed else "FAIL"
+        losses = ", ".join(f"{x:.4f}" for x in self.losses) or "none"
+        return (
+            f"smoke[{self.mode}] {state}: {len(self.losses)}/{self.iterations_expected} "
+            f"iterations, loss {losses} ({self.reason})"
+        )
+
+
+def judge(result: SmokeResult, *, rel_tol: float = 1e-6) -> SmokeResult:
+    """Fill ``passed``/``reason``/``hint`` from the measured losses."""
+    losses = result.losses
+    verdict: tuple[bool, str, str]
+    if result.error:
+        verdict = (False, result.error, "see the log tail")
+    elif len(losses) < max(result.iterations_expected, 2):
+        verdict = (
+            False,
+            f"only {len(losses)} of {result.iterations_expected} iterations logged",
+            "the run stopped early; read the log tail for the first traceback",
+        )
+    elif not all(math.isfinite(x) for x in losses):
+        verdict = (
+            False,
+            "non-finite loss (NaN/Inf)",
+            "check dtype settings (param_dtype/attn_implementation) and the shrunk config",
+        )
+    elif all(x == 0.0 for x in losses):
+        verdict = (False, "loss is zero", "labels are probably all masked (-100)")
+    elif max(losses) - min(losses) <= rel_tol * max(abs(x) for x in losses):
+        verdict = (
+            False,
+            "loss is constant across iterations",
+            "parameters are not updated: check model.freeze, lr and that the optimizer got parameters",
+        )
+    elif result.label_tokens is not None and result.label_tokens <= 0:
+        verdict = (False, "no unmasked label tokens", "check the chat template and the data sample")
+    else:
+        verdict = (True, "finite, non-zero, changing loss", "")
+    result.passed, result.reason, result.hint = verdict
+    return result
