@@ -1,0 +1,57 @@
+"""Run copier's real CLI against this template (a helper for the tests, not a test double)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
+
+
+def copier(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "copier", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, check=False)
+
+
+def template_snapshot(dest: Path) -> Path:
+    """A git copy of the template's working tree, committed with fixed metadata.
+
+    copier records the template commit; a dirty working tree gets a fresh commit
+    per render, so renders are compared against one stable snapshot.
+    """
+    ignore = shutil.ignore_patterns(".git", "build", "__pycache__", ".pytest_cache", ".ruff_cache")
+    shutil.copytree(TEMPLATE_ROOT, dest, ignore=ignore)
+    env = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+           "PATH": os.environ.get("PATH", "")}
+    git = ["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "template"], check=True, env=env)
+    return dest
+
+
+def copy(dest: Path, *, skip_tasks: bool = True, template: Path = TEMPLATE_ROOT,
+         **answers: object) -> subprocess.CompletedProcess[str]:
+    data: list[str] = []
+    answers.setdefault("python", sys.executable)
+    for key, value in answers.items():
+        data += ["-d", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
+    flags = ["--trust", "--defaults", "--quiet"] + (["--skip-tasks"] if skip_tasks else [])
+    return copier("copy", *flags, *data, str(template), str(dest))
+
+
+def git_init(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["commit", "-q", "--allow-empty", "-m", "base"], check=True)
+    return path
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    """Every file under ``path`` except .git, keyed by relative path."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(path).parts}

@@ -1,0 +1,147 @@
+"""Rendering through copier's real CLI: files, determinism, static checks, updates and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.copier_run import copier, copy, git_init, snapshot
+
+GENERATED = {
+    ".copier-answers/qwen2_5_vl.yml",
+    "examples/qwen2_5_vl/qwen2_5_vl_config.yaml",
+    "examples/qwen2_5_vl/finetune_qwen2_5_vl.sh",
+    "examples/qwen2_5_vl/MIGRATION.md",
+    "mindspeed_mm/fsdp/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+}
+
+
+@pytest.fixture(scope="module")
+def rendered(tiny_models, tmp_path_factory, template_src) -> Path:
+    dest = git_init(tmp_path_factory.mktemp("render") / "checkout")
+    done = copy(dest, model_id="qwen2_5_vl", model_path=tiny_models("qwen2_5_vl"), template=template_src)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def test_branch_a_files(rendered: Path) -> None:
+    assert set(snapshot(rendered)) == GENERATED
+
+
+def test_yaml_carries_probe_plan(rendered: Path) -> None:
+    cfg = yaml.safe_load((rendered / "examples/qwen2_5_vl/qwen2_5_vl_config.yaml").read_text())
+    assert cfg["parallel"]["fsdp_plan"]["apply_modules"] == [
+        "model.visual.blocks.{*}", "model.visual.merger", "model.visual", "model.language_model.embed_tokens",
+        "model.language_model.layers.{*}", "model.language_model", "lm_head",
+    ]
+    assert cfg["features"]["recompute"] is True
+    assert cfg["features"]["recompute_plan"]["apply_modules"] == ["model.visual.blocks.{*}", "model.language_model.layers.{*}"]
+    assert cfg["model"]["model_id"] == "qwen2_5_vl" and cfg["model"]["freeze"] == []
+    assert cfg["data"]["dataloader_param"]["collate_param"] == {"collator_id": "qwen3vl", "ignore_pad_token_for_loss": True}
+    assert cfg["data"]["dataset_param"]["basic_parameters"]["template"] == "qwen2vl"
+    assert cfg["training"]["plugin"] == ["mindspeed_mm/fsdp/models/qwen2_5_vl", "mindspeed_mm/fsdp/data/datasets/huggingface"]
+    assert "save" not in cfg["training"] and cfg["training"]["load"]
+
+
+def test_answers_freeze_model_facts(rendered: Path) -> None:
+    answers = yaml.safe_load((rendered / ".copier-answers/qwen2_5_vl.yml").read_text())
+    assert answers["model_facts"]["architecture"] == "Qwen2_5_VLForConditionalGeneration"
+    assert answers["model_facts"]["plan"]["problems"] == []
+    assert answers["data_branch"] == "a"
+
+
+def test_static_checks(rendered: Path) -> None:
+    script = rendered / "examples/qwen2_5_vl/finetune_qwen2_5_vl.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,I,B,UP", "--no-cache",
+                           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']",
+                           str(rendered / "mindspeed_mm")],
+                          capture_output=True, text=True, check=False, cwd=rendered)
+    assert ruff.returncode == 0, ruff.stdout
+    source = (rendered / "mindspeed_mm/fsdp/models/qwen2_5_vl/modeling_qwen2_5_vl.py").read_text()
+    assert "sys.argv" not in source and "torch.distributed" not in source
+    assert '@model_register.register("qwen2_5_vl")' in source
+
+
+def test_render_is_deterministic(tiny_models, tmp_path: Path, rendered: Path, template_src: Path) -> None:
+    again = git_init(tmp_path / "again")
+    done = copy(again, model_id="qwen2_5_vl", model_path=tiny_models("qwen2_5_vl"), template=template_src)
+    assert done.returncode == 0
+    assert snapshot(again) == snapshot(rendered)
+
+
+@pytest.mark.parametrize("branch", ["b", "c"])
+def test_other_branches_render(tiny_models, tmp_path: Path, branch: str) -> None:
+    dest = git_init(tmp_path / branch)
+    done = copy(dest, model_id="tiny_vl", model_path=tiny_models("qwen2_5_vl"), data_branch=branch)
+    assert done.returncode == 0, done.stderr
+    files = set(snapshot(dest))
+    assert "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py" in files
+    if branch == "c":
+        assert "mindspeed_mm/fsdp/data/datasets/tiny_vl/dataset_tiny_vl.py" in files
+    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,I,B,UP", "--no-cache",
+                           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']",
+                           str(dest / "mindspeed_mm")],
+                          capture_output=True, text=True, check=False)
+    assert ruff.returncode == 0, ruff.stdout
+
+
+def test_update_needs_no_model_dir(tiny_models, tmp_path: Path, template_src: Path) -> None:
+    """Derived values are frozen in the answers file: re-rendering works after the model is gone."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_models("qwen2_5_vl"), model)
+    dest = git_init(tmp_path / "checkout")
+    assert copy(dest, model_id="qwen2_5_vl", model_path=model, template=template_src).returncode == 0
+    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "gen"], check=True)
+    before = snapshot(dest)
+    shutil.rmtree(model)
+    done = copier("update", "--trust", "--defaults", "--skip-tasks", "--quiet", "-a", ".copier-answers/qwen2_5_vl.yml",
+                  cwd=dest)
+    assert done.returncode == 0, done.stderr
+    assert snapshot(dest) == before
+
+
+def _bad_copy(dest: Path, **answers: object) -> str:
+    before = snapshot(dest)
+    done = copy(dest, **answers)
+    assert done.returncode != 0
+    assert snapshot(dest) == before, "a rejected answer must leave the checkout unchanged"
+    return done.stderr
+
+
+def test_bad_model_dir(tmp_path: Path) -> None:
+    dest = git_init(tmp_path / "c")
+    err = _bad_copy(dest, model_id="m", model_path=tmp_path / "missing")
+    assert "model_path" in err and "does not exist" in err
+    (tmp_path / "noconfig").mkdir()
+    err = _bad_copy(dest, model_id="m", model_path=tmp_path / "noconfig")
+    assert "model_path" in err and "config.json" in err
+
+
+def test_auto_map_needs_consent(tmp_path: Path) -> None:
+    model = tmp_path / "remote"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "x", "auto_map": {"AutoConfig": "c.C"}}))
+    err = _bad_copy(git_init(tmp_path / "c"), model_id="m", model_path=model)
+    assert "trust_remote_code" in err and "auto_map" in err
+
+
+def test_model_id_must_be_identifier(tiny_models, tmp_path: Path) -> None:
+    err = _bad_copy(git_init(tmp_path / "c"), model_id="qwen-2.5", model_path=tiny_models("qwen2_5_vl"))
+    assert "model_id" in err and "identifier" in err
+
+
+def test_model_id_already_registered(tiny_models, tmp_path: Path) -> None:
+    dest = git_init(tmp_path / "c")
+    plugin = dest / "mindspeed_mm/fsdp/models/qwen3vl"
+    plugin.mkdir(parents=True)
+    (plugin / "modeling.py").write_text('@model_register.register("qwen3_vl_moe")\nclass X: ...\n')
+    err = _bad_copy(dest, model_id="qwen3_vl_moe", model_path=tiny_models("qwen2_5_vl"))
+    assert "model_id" in err and "already registered" in err and "qwen3vl/modeling.py" in err
