@@ -49,7 +49,7 @@ def module_name_match(pattern: str, name: str) -> bool:
     found = regex.match(name)
     if not found:
         return False
-    for value, bounds in zip(found.groups(), ranges):
+    for value, bounds in zip(found.groups(), ranges, strict=True):
         if bounds is not None and not bounds[0] <= int(value) <= bounds[1]:
             return False
     return True

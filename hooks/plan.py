@@ -129,7 +129,7 @@ def is_block_container(table: ModuleTable, container: ModuleInfo) -> bool:
 def _common_prefix(names: list[str]) -> str:
     split = [n.split(".") for n in names]
     common: list[str] = []
-    for parts in zip(*split):
+    for parts in zip(*split, strict=False):
         if len(set(parts)) != 1:
             break
         common.append(parts[0])

@@ -14,6 +14,10 @@ BEGIN = "<!-- msmm-smoke:begin -->"
 END = "<!-- msmm-smoke:end -->"
 
 
+def _rss(peaks: list[float]) -> str:
+    return f"; peak RSS per rank: {', '.join(f'{x:.0f} MB' for x in peaks)}" if peaks else ""
+
+
 def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN001 - hooks.smoke.SmokeInputs
     """Markdown lines for the smoke result (the judge's verdict, not a raw log)."""
     losses = ", ".join(f"{x:.4f}" for x in result.losses) or "none"
@@ -23,8 +27,7 @@ def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN00
         f"- data: {inputs.data_note}",
         f"- result: **{'PASS' if result.passed else 'FAIL'}**, {len(result.losses)}/{result.iterations_expected} "
         f"iterations, loss {losses} ({result.reason})",
-        f"- wall time: {result.wall_s:.1f} s"
-        + (f"; peak RSS per rank: {', '.join(f'{x:.0f} MB' for x in result.peak_rss_mb)}" if result.peak_rss_mb else ""),
+        f"- wall time: {result.wall_s:.1f} s" + _rss(result.peak_rss_mb),
     ]
     if not result.passed and result.hint:
         lines.append(f"- hint: {result.hint}")

@@ -98,7 +98,9 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
     return SmokeInputs(model_dir, model_note, data_json, media_root, data_note, work)
 
 
-def run_smoke(dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2) -> tuple[SmokeResult, SmokeInputs, str]:
+def run_smoke(
+    dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2
+) -> tuple[SmokeResult, SmokeInputs, str]:
     """Run the best smoke available at ``dest``; returns the result, its inputs and the mode note."""
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)

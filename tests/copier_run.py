@@ -51,6 +51,12 @@ def git_init(path: Path) -> Path:
     return path
 
 
+def commit_all(path: Path) -> None:
+    git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-qm", "generated"], check=True)
+
+
 def snapshot(path: Path) -> dict[str, bytes]:
     """Every file under ``path`` except .git, keyed by relative path."""
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.copier_run import copier, copy, git_init, snapshot
+from tests.copier_run import commit_all, copier, copy, git_init, snapshot
 
 GENERATED = {
     ".copier-answers/qwen2_5_vl.yml",
@@ -41,11 +41,14 @@ def test_yaml_carries_probe_plan(rendered: Path) -> None:
         "model.language_model.layers.{*}", "model.language_model", "lm_head",
     ]
     assert cfg["features"]["recompute"] is True
-    assert cfg["features"]["recompute_plan"]["apply_modules"] == ["model.visual.blocks.{*}", "model.language_model.layers.{*}"]
+    recompute = cfg["features"]["recompute_plan"]["apply_modules"]
+    assert recompute == ["model.visual.blocks.{*}", "model.language_model.layers.{*}"]
     assert cfg["model"]["model_id"] == "qwen2_5_vl" and cfg["model"]["freeze"] == []
-    assert cfg["data"]["dataloader_param"]["collate_param"] == {"collator_id": "qwen3vl", "ignore_pad_token_for_loss": True}
+    collate = cfg["data"]["dataloader_param"]["collate_param"]
+    assert collate == {"collator_id": "qwen3vl", "ignore_pad_token_for_loss": True}
     assert cfg["data"]["dataset_param"]["basic_parameters"]["template"] == "qwen2vl"
-    assert cfg["training"]["plugin"] == ["mindspeed_mm/fsdp/models/qwen2_5_vl", "mindspeed_mm/fsdp/data/datasets/huggingface"]
+    plugins = cfg["training"]["plugin"]
+    assert plugins == ["mindspeed_mm/fsdp/models/qwen2_5_vl", "mindspeed_mm/fsdp/data/datasets/huggingface"]
     assert "save" not in cfg["training"] and cfg["training"]["load"]
 
 
@@ -59,10 +62,7 @@ def test_answers_freeze_model_facts(rendered: Path) -> None:
 def test_static_checks(rendered: Path) -> None:
     script = rendered / "examples/qwen2_5_vl/finetune_qwen2_5_vl.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
-    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,I,B,UP", "--no-cache",
-                           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']",
-                           str(rendered / "mindspeed_mm")],
-                          capture_output=True, text=True, check=False, cwd=rendered)
+    ruff = ruff_check(rendered / "mindspeed_mm")
     assert ruff.returncode == 0, ruff.stdout
     source = (rendered / "mindspeed_mm/fsdp/models/qwen2_5_vl/modeling_qwen2_5_vl.py").read_text()
     assert "sys.argv" not in source and "torch.distributed" not in source
@@ -85,10 +85,7 @@ def test_other_branches_render(tiny_models, tmp_path: Path, branch: str) -> None
     assert "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py" in files
     if branch == "c":
         assert "mindspeed_mm/fsdp/data/datasets/tiny_vl/dataset_tiny_vl.py" in files
-    ruff = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "--select", "E,F,W,I,B,UP", "--no-cache",
-                           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']",
-                           str(dest / "mindspeed_mm")],
-                          capture_output=True, text=True, check=False)
+    ruff = ruff_check(dest / "mindspeed_mm")
     assert ruff.returncode == 0, ruff.stdout
 
 
@@ -98,14 +95,20 @@ def test_update_needs_no_model_dir(tiny_models, tmp_path: Path, template_src: Pa
     shutil.copytree(tiny_models("qwen2_5_vl"), model)
     dest = git_init(tmp_path / "checkout")
     assert copy(dest, model_id="qwen2_5_vl", model_path=model, template=template_src).returncode == 0
-    subprocess.run(["git", "-C", str(dest), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(dest), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "gen"], check=True)
+    commit_all(dest)
     before = snapshot(dest)
     shutil.rmtree(model)
     done = copier("update", "--trust", "--defaults", "--skip-tasks", "--quiet", "-a", ".copier-answers/qwen2_5_vl.yml",
                   cwd=dest)
     assert done.returncode == 0, done.stderr
     assert snapshot(dest) == before
+
+
+def ruff_check(path: Path) -> subprocess.CompletedProcess[str]:
+    """ruff as run in a MindSpeed-MM checkout (mindspeed_mm is first-party there)."""
+    cmd = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "E,F,W,I,B,UP",
+           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']", str(path)]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
 def _bad_copy(dest: Path, **answers: object) -> str:

@@ -1,0 +1,649 @@
+"""Contract smoke: train a real HF model under torch's own FSDP2 the way MindSpeed-MM would.
+
+When the destination is not a MindSpeed-MM checkout we cannot run its trainer, but we can
+still check the *contract* a generated scaffold relies on (reference §4.5, §6.2, §7): the
+model loads in fp32, ``model.freeze`` patterns freeze matched modules, every module matched
+by an ``apply_modules`` pattern gets ``fully_shard`` in post-order and the root last, floating
+batch tensors are cast to ``param_dtype``, ``model(**batch, use_cache=False).loss`` exists and
+back-propagates, the gradient norm is clipped and AdamW steps, with the logged loss averaged
+over the data-parallel ranks.
+
+The parent launches ``nproc`` worker processes itself (one ``python -m hooks.contract_smoke
+--worker ARGS`` per rank) joined through a gloo ``FileStore`` in a private temp dir: no port
+has to be found free, nothing races for one, and each rank gets its own log file. The parent
+watches the ranks, stops the survivors soon after one rank fails (a lone rank would otherwise
+wait in a collective until the gloo timeout), reads one JSON result per rank and lets
+``hooks.verdict.judge`` decide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hooks.matching import module_name_match
+from hooks.verdict import SmokeResult, judge
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+IGNORE_INDEX = -100
+SEED = 1234
+_KILL_GRACE_S = 5.0  # let the other ranks write their own error before they are stopped
+_LOG_TAIL_CHARS = 4000
+_DTYPES = {
+    "fp32": "float32",
+    "float32": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+}
+
+# A built-in sample: distinct colours so that answers differ between ranks and steps.
+_BUILTIN_COLOURS = [
+    ("red", (220, 30, 30)),
+    ("green", (30, 200, 60)),
+    ("blue", (30, 60, 220)),
+    ("yellow", (230, 220, 40)),
+    ("purple", (140, 40, 180)),
+    ("orange", (240, 140, 20)),
+    ("black", (10, 10, 10)),
+    ("white", (245, 245, 245)),
+]
+
+
+class ContractError(RuntimeError):
+    """A violation of the MindSpeed-MM contract, reported verbatim as the smoke's error."""
+
+
+@dataclass
+class WorkerArgs:
+    """Everything a worker needs, written once as JSON by the parent."""
+
+    model_dir: str
+    apply_modules: list[str]
+    freeze: list[str]
+    data_json: str | None
+    media_root: str | None
+    steps: int
+    trust_remote_code: bool
+    param_dtype: str
+    lr: float
+    timeout_s: int
+    store_path: str
+    result_dir: str
+
+
+@dataclass
+class RankResult:
+    """What one rank measured; rank 0's losses are already averaged over the ranks."""
+
+    rank: int
+    losses: list[float] = field(default_factory=list)
+    grad_norms: list[float] = field(default_factory=list)
+    label_tokens: int = 0
+    peak_rss_mb: float = 0.0
+    error: str = ""
+    traceback: str = ""
+    failed_at: float = 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# Parent side: launch, watch, collect, judge.
+# --------------------------------------------------------------------------------------------
+
+
+def run_contract_smoke(
+    model_dir: Path,
+    apply_modules: list[str],
+    *,
+    freeze: Sequence[str] = (),
+    data_json: Path | None = None,
+    media_root: Path | None = None,
+    steps: int = 5,
+    nproc: int = 2,
+    trust_remote_code: bool = False,
+    param_dtype: str = "fp32",
+    lr: float = 1e-3,
+    timeout_s: int = 600,
+) -> SmokeResult:
+    """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it."""
+    result = SmokeResult(mode="contract", iterations_expected=steps)
+    problem = _check_inputs(model_dir, data_json, steps, nproc, param_dtype)
+    if problem:
+        result.error = problem
+        return judge(result)
+    with tempfile.TemporaryDirectory(prefix="msmm-contract-smoke-") as tmp:
+        work = Path(tmp)
+        args = WorkerArgs(
+            model_dir=str(Path(model_dir).resolve()),
+            apply_modules=list(apply_modules),
+            freeze=list(freeze),
+            data_json=str(Path(data_json).resolve()) if data_json else None,
+            media_root=str(Path(media_root or Path(data_json).parent).resolve()) if data_json else None,
+            steps=steps,
+            trust_remote_code=trust_remote_code,
+            param_dtype=param_dtype,
+            lr=lr,
+            timeout_s=timeout_s,
+            store_path=str(work / "store"),
+            result_dir=str(work),
+        )
+        args_path = work / "args.json"
+        args_path.write_text(json.dumps(asdict(args)))
+        start = time.monotonic()
+        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s)
+        result.wall_s = round(time.monotonic() - start, 2)
+        ranks = [_read_rank_result(work, rank) for rank in range(nproc)]
+        _fill_result(result, ranks, codes, timed_out, timeout_s, work)
+    return judge(result)
+
+
+def _check_inputs(model_dir: Path, data_json: Path | None, steps: int, nproc: int, param_dtype: str) -> str:
+    """Catch caller mistakes before paying for process start-up."""
+    if not Path(model_dir).is_dir():
+        return f"model dir {model_dir} does not exist"
+    if data_json is not None and not Path(data_json).is_file():
+        return f"data JSON {data_json} does not exist"
+    if steps < 1 or nproc < 1:
+        return f"steps ({steps}) and nproc ({nproc}) must be at least 1"
+    if param_dtype not in _DTYPES:
+        return f"unknown param_dtype {param_dtype!r}; use one of {sorted(_DTYPES)}"
+    return ""
+
+
+def _worker_env(rank: int, nproc: int) -> dict[str, str]:
+    """Environment of one rank: repo importable, offline, one thread each so ranks do not fight."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        env.setdefault(key, "1")
+    env.setdefault("TOKENIZERS_PARALLELISM", "false")
+    return env
+
+
+def _run_ranks(args_path: Path, work: Path, nproc: int, timeout_s: int) -> tuple[list[int | None], bool]:
+    """Start every rank and wait; no rank outlives this call, even on an interrupt."""
+    procs = [_start_rank(args_path, work, rank, nproc) for rank in range(nproc)]
+    try:
+        timed_out = _wait_ranks(procs, time.monotonic() + timeout_s)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return [p.returncode for p in procs], timed_out
+
+
+def _start_rank(args_path: Path, work: Path, rank: int, nproc: int) -> subprocess.Popen[bytes]:
+    """One worker process whose stdout and stderr both go to ``rank{N}.log``."""
+    cmd = [sys.executable, "-m", "hooks.contract_smoke", "--worker", str(args_path)]
+    with open(work / f"rank{rank}.log", "wb") as log:
+        return subprocess.Popen(
+            cmd, env=_worker_env(rank, nproc), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+
+def _wait_ranks(procs: list[subprocess.Popen[bytes]], deadline: float) -> bool:
+    """Wait for all ranks, or for a short grace after the first failure; True on a timeout."""
+    first_failure: float | None = None
+    while any(p.poll() is None for p in procs):
+        now = time.monotonic()
+        if now > deadline:
+            return True
+        if first_failure is None and any(p.returncode not in (None, 0) for p in procs):
+            first_failure = now
+        if first_failure is not None and now - first_failure > _KILL_GRACE_S:
+            return False
+        time.sleep(0.1)
+    return False
+
+
+def _read_rank_result(work: Path, rank: int) -> RankResult | None:
+    """One rank's JSON result, or None when the rank died before writing it."""
+    path = work / f"result{rank}.json"
+    if not path.is_file():
+        return None
+    return RankResult(**json.loads(path.read_text()))
+
+
+def _fill_result(
+    result: SmokeResult,
+    ranks: list[RankResult | None],
+    codes: list[int | None],
+    timed_out: bool,
+    timeout_s: int,
+    work: Path,
+) -> None:
+    """Copy the measurements into ``result`` and name the first failure, if any."""
+    rank0 = ranks[0]
+    if rank0 is not None:
+        result.losses, result.grad_norms = rank0.losses, rank0.grad_norms
+    result.label_tokens = sum(r.label_tokens for r in ranks if r is not None)
+    result.peak_rss_mb = [r.peak_rss_mb for r in ranks if r is not None]
+    result.error = _first_error(ranks, codes, timed_out, timeout_s)
+    if result.error:
+        result.log_tail = _log_tail(work, codes)
+
+
+def _first_error(
+    ranks: list[RankResult | None], codes: list[int | None], timed_out: bool, timeout_s: int
+) -> str:
+    """The root cause: the earliest rank error, since later ones are usually its echo over gloo."""
+    failed = sorted((r for r in ranks if r is not None and r.error), key=lambda r: r.failed_at)
+    if failed:
+        # Ranks that hit the same error (a bad plan fails everywhere) are reported as the lowest rank.
+        first = min((r for r in failed if r.error == failed[0].error), key=lambda r: r.rank)
+        return f"rank {first.rank}: {first.error}"
+    if timed_out:
+        return f"timed out after {timeout_s} s"
+    for rank, (res, code) in enumerate(zip(ranks, codes)):
+        if res is None or code != 0:
+            return f"rank {rank} exited with code {code} without a result (killed or crashed)"
+    return ""
+
+
+def _log_tail(work: Path, codes: list[int | None]) -> str:
+    """The ends of the logs of failed ranks (all ranks when none exited non-zero)."""
+    chosen = [r for r, c in enumerate(codes) if c != 0] or list(range(len(codes)))
+    parts = []
+    for rank in chosen:
+        path = work / f"rank{rank}.log"
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        parts.append(f"--- rank {rank} (exit {codes[rank]}) ---\n{text[-_LOG_TAIL_CHARS:]}")
+    return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# Worker side: one rank of the FSDP2 training loop.
+# --------------------------------------------------------------------------------------------
+
+
+def _worker_main(args_path: Path) -> int:
+    """Run one rank and always leave a result file, so the parent can tell what went wrong."""
+    args = WorkerArgs(**json.loads(args_path.read_text()))
+    rank = int(os.environ["RANK"])
+    out = RankResult(rank=rank)
+    code = 0
+    try:
+        _train(args, rank, int(os.environ["WORLD_SIZE"]), out)
+    except Exception as exc:  # noqa: BLE001 - any failure is the smoke's finding, reported as such
+        out.failed_at = time.time()
+        out.error = str(exc) if isinstance(exc, ContractError) else f"{type(exc).__name__}: {exc}"
+        out.traceback = traceback.format_exc()
+        traceback.print_exc()
+        code = 1
+    out.peak_rss_mb = _peak_rss_mb()
+    (Path(args.result_dir) / f"result{rank}.json").write_text(json.dumps(asdict(out)))
+    _destroy_process_group()
+    return code
+
+
+def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
+    """Set up the process group, build and shard the model, then run the training steps."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    import torch
+    import torch.distributed as dist
+
+    _seed_everything(SEED)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{args.store_path}",
+        rank=rank,
+        world_size=world,
+        timeout=timedelta(seconds=args.timeout_s),
+    )
+    mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (world,))
+    dtype = getattr(torch, _DTYPES[args.param_dtype])
+    model = _load_model(Path(args.model_dir), args.trust_remote_code)
+    _apply_freeze(model, args.freeze)
+    accepted = _accepted_kwargs(model)
+    _apply_fsdp(model, args.apply_modules, mesh, dtype)
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ContractError(f"no trainable parameters: model.freeze {args.freeze} froze every parameter")
+    optimizer = torch.optim.AdamW(params, lr=args.lr, foreach=False)
+    batches = _rank_batches(args, rank, world)
+    model.train()
+    for step in range(args.steps):
+        batch = _prepare_batch(next(batches), accepted, dtype)
+        out.label_tokens += int((batch["labels"] != IGNORE_INDEX).sum())
+        loss, norm = _train_step(model, batch, params, optimizer, world)
+        out.losses.append(loss)
+        out.grad_norms.append(norm)
+        if rank == 0:
+            print(f"step {step + 1}/{args.steps} loss {loss:.6f} grad norm {norm:.4f}", flush=True)
+
+
+def _seed_everything(seed: int) -> None:
+    """Same seed on every rank: weights missing from a checkpoint must initialise identically."""
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    with contextlib.suppress(ImportError):
+        import numpy as np
+
+        np.random.seed(seed)
+
+
+def _destroy_process_group() -> None:
+    """Tear the group down if it was made; a failed teardown must not hide the real result."""
+    import torch.distributed as dist
+
+    with contextlib.suppress(Exception):
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _peak_rss_mb() -> float:
+    """Peak resident memory of this rank; ru_maxrss is KiB on Linux but bytes on macOS."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024, 1)
+
+
+# ---- model -------------------------------------------------------------------------------------
+
+
+def _load_model(model_dir: Path, trust_remote_code: bool) -> nn.Module:
+    """Load in fp32 like MindSpeed-MM; prefer sdpa, fall back to eager and to the config's class."""
+    import torch
+
+    errors: list[str] = []
+    for name, cls in _model_classes(model_dir, trust_remote_code):
+        for attn in ("sdpa", "eager"):
+            try:
+                return cls.from_pretrained(
+                    model_dir,
+                    dtype=torch.float32,
+                    trust_remote_code=trust_remote_code,
+                    attn_implementation=attn,
+                )
+            except (ValueError, ImportError, KeyError, TypeError, AttributeError, OSError) as exc:
+                errors.append(f"{name}(attn={attn}): {type(exc).__name__}: {exc}")
+    raise ContractError("could not load the model: " + " | ".join(errors))
+
+
+def _model_classes(model_dir: Path, trust_remote_code: bool) -> Iterator[tuple[str, Any]]:
+    """AutoModelForImageTextToText first, then the class that config.architectures[0] names."""
+    import transformers
+
+    yield "AutoModelForImageTextToText", transformers.AutoModelForImageTextToText
+    config = json.loads((model_dir / "config.json").read_text())
+    arch = (config.get("architectures") or [None])[0]
+    if not arch:
+        return
+    if hasattr(transformers, arch):
+        yield arch, getattr(transformers, arch)
+        return
+    auto_map = config.get("auto_map") or {}
+    refs = [ref for ref in auto_map.values() if isinstance(ref, str) and ref.endswith(f".{arch}")]
+    if trust_remote_code and refs:
+        from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+        yield arch, get_class_from_dynamic_module(refs[0], str(model_dir))
+
+
+def _post_order(module: nn.Module, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
+    """Children before parents, as MindSpeed-MM walks the tree to pick FSDP units."""
+    for name, child in module.named_children():
+        yield from _post_order(child, f"{prefix}.{name}" if prefix else name)
+    yield prefix, module
+
+
+def _apply_freeze(model: nn.Module, patterns: Sequence[str]) -> None:
+    """``model.freeze``: every parameter under a matched module stops requiring grad (silent if none)."""
+    for name, module in model.named_modules():
+        if any(module_name_match(pattern, name) for pattern in patterns):
+            for param in module.parameters():
+                param.requires_grad_(False)
+
+
+def _fsdp_units(model: nn.Module, patterns: Sequence[str]) -> list[nn.Module]:
+    """Modules to shard, in post-order, after checking that every pattern names something."""
+    units: list[nn.Module] = []
+    seen: set[int] = set()
+    hits = dict.fromkeys(patterns, 0)
+    for name, module in _post_order(model):
+        matched = [p for p in patterns if module_name_match(p, name)]
+        for pattern in matched:
+            hits[pattern] += 1
+        if matched and name and id(module) not in seen:
+            seen.add(id(module))
+            units.append(module)
+    missing = [p for p, count in hits.items() if count == 0]
+    if missing:
+        raise ContractError(f"apply_modules pattern(s) {missing} matched no module of the model")
+    if not units:
+        raise ContractError("apply_modules matched no module: only the root would be sharded")
+    return units
+
+
+def _apply_fsdp(model: nn.Module, patterns: Sequence[str], mesh: Any, dtype: torch.dtype) -> None:
+    """fully_shard each unit (post-order) then the root, with one config, as §6.2 does."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import DTensor
+
+    config = {
+        "mesh": mesh,
+        "reshard_after_forward": True,
+        "mp_policy": MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32),
+    }
+    for unit in _fsdp_units(model, patterns):
+        fully_shard(unit, **config)
+    fully_shard(model, **config)
+    plain = [name for name, p in model.named_parameters() if not isinstance(p, DTensor)]
+    if plain:
+        raise ContractError(f"{len(plain)} parameter(s) are not DTensors after fully_shard, e.g. {plain[:3]}")
+
+
+def _accepted_kwargs(model: nn.Module) -> set[str] | None:
+    """Names ``forward`` accepts, or None when it takes ``**kwargs`` (then every key is passed)."""
+    params = inspect.signature(model.forward).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params}
+
+
+def _train_step(
+    model: nn.Module,
+    batch: dict[str, Any],
+    params: list[torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    world: int,
+) -> tuple[float, float]:
+    """Forward, backward, clip, step; return the DP-averaged loss and the total grad norm."""
+    import torch
+    import torch.distributed as dist
+
+    out = model(**batch, use_cache=False)
+    loss = getattr(out, "loss", None)
+    if loss is None:
+        raise ContractError("forward returned no .loss with labels")
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+    norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+    optimizer.step()
+    optimizer.zero_grad()
+    logged = loss.detach().float().clone()
+    dist.all_reduce(logged, op=dist.ReduceOp.SUM)
+    return float(logged) / world, float(norm)
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+def _rank_batches(args: WorkerArgs, rank: int, world: int) -> Iterator[dict[str, Any]]:
+    """Micro-batches of one sample, rank-strided so ranks see different data, cycling forever."""
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(args.model_dir, trust_remote_code=args.trust_remote_code)
+    samples = _load_samples(args)
+    if not samples:
+        raise ContractError("the data set is empty")
+    index = rank
+    while True:
+        yield _encode(processor, samples[index % len(samples)])
+        index += world
+
+
+def _load_samples(args: WorkerArgs) -> list[list[dict[str, Any]]]:
+    """Conversations in the processor's chat format, from the JSON file or the built-in sample."""
+    if args.data_json is None:
+        return _builtin_samples()
+    records = json.loads(Path(args.data_json).read_text())
+    if not isinstance(records, list):
+        raise ContractError(f"{args.data_json} must hold a JSON list of samples")
+    media_root = Path(args.media_root or Path(args.data_json).parent)
+    return [_to_chat(rec, media_root) for rec in records]
+
+
+def _builtin_samples() -> list[list[dict[str, Any]]]:
+    """Small solid-colour images with one question and a colour-specific answer each."""
+    from PIL import Image
+
+    samples = []
+    for colour, rgb in _BUILTIN_COLOURS:
+        image = Image.new("RGB", (64, 64), rgb)
+        samples.append(
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "image": image},
+                        {"type": "text", "text": "What colour is this image?"},
+                    ],
+                },
+                {"role": "assistant", "content": [{"type": "text", "text": f"It is {colour}."}]},
+            ]
+        )
+    return samples
+
+
+def _to_chat(record: dict[str, Any], media_root: Path) -> list[dict[str, Any]]:
+    """MindSpeed-MM ``huggingface`` format -> chat messages, each ``<image>`` becoming an image item."""
+    from PIL import Image
+
+    images = [Image.open(media_root / rel).convert("RGB") for rel in record.get("images") or []]
+    pending = iter(images)
+    messages = []
+    for message in record["messages"]:
+        content: list[dict[str, Any]] = []
+        for i, text in enumerate(str(message["content"]).split("<image>")):
+            if i > 0:
+                image = next(pending, None)
+                if image is None:
+                    raise ContractError(f"more <image> placeholders than images in sample {record}")
+                content.append({"type": "image", "image": image})
+            if text:
+                content.append({"type": "text", "text": text})
+        messages.append({"role": message["role"], "content": content})
+    return messages
+
+
+def _encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Tokenize the conversation; labels supervise only the final assistant turn, pads masked."""
+    if messages[-1]["role"] != "assistant":
+        raise ContractError("each sample must end with an assistant message")
+    kwargs = {"tokenize": True, "return_dict": True, "return_tensors": "pt"}
+    full = dict(processor.apply_chat_template(messages, **kwargs))
+    prompt = processor.apply_chat_template(messages[:-1], add_generation_prompt=True, **kwargs)
+    labels = full["input_ids"].clone()
+    labels[:, : prompt["input_ids"].shape[1]] = IGNORE_INDEX
+    if "attention_mask" in full:
+        labels[full["attention_mask"] == 0] = IGNORE_INDEX
+    full["labels"] = labels
+    return full
+
+
+def _prepare_batch(batch: dict[str, Any], accepted: set[str] | None, dtype: torch.dtype) -> dict[str, Any]:
+    """Keep what forward accepts and cast floating tensors to param_dtype, like ``move_to_device``."""
+    import torch
+
+    kept = {k: v for k, v in batch.items() if accepted is None or k in accepted}
+    if "labels" not in kept:
+        raise ContractError("forward does not accept 'labels'")
+    return {
+        k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in kept.items()
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Command line.
+# --------------------------------------------------------------------------------------------
+
+
+def _split(value: str | None) -> list[str]:
+    """Comma-separated patterns; empty items dropped."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Command line of ``python -m hooks.contract_smoke`` (``--worker`` is handled before it)."""
+    summary = __doc__.splitlines()[0]
+    parser = argparse.ArgumentParser(prog="python -m hooks.contract_smoke", description=summary)
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--apply-modules", required=True, help="comma-separated fsdp_plan.apply_modules")
+    parser.add_argument("--freeze", default="", help="comma-separated model.freeze patterns")
+    parser.add_argument("--data", type=Path, help="MindSpeed-MM huggingface-format JSON list")
+    parser.add_argument("--media-root", type=Path, help="root of the image paths (default: the JSON's dir)")
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--nproc", type=int, default=2)
+    parser.add_argument("--param-dtype", default="fp32", choices=sorted(_DTYPES))
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--timeout", type=int, default=600)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: print the summary line; exit 0 on PASS, 1 on FAIL. ``--worker ARGS`` runs one rank."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        return _worker_main(Path(argv[1]))
+    ns = _parser().parse_args(argv)
+    result = run_contract_smoke(
+        ns.model_dir,
+        _split(ns.apply_modules),
+        freeze=_split(ns.freeze),
+        data_json=ns.data,
+        media_root=ns.media_root,
+        steps=ns.steps,
+        nproc=ns.nproc,
+        trust_remote_code=ns.trust_remote_code,
+        param_dtype=ns.param_dtype,
+        lr=ns.lr,
+        timeout_s=ns.timeout,
+    )
+    print(result.summary())
+    if not result.passed:
+        print(f"hint: {result.hint}\n{result.log_tail}", file=sys.stderr)
+    return 0 if result.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

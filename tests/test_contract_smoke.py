@@ -1,0 +1,155 @@
+"""Tests for the contract smoke: plan checks on toy modules (fast), real 2-rank FSDP2 runs (tiny model)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from hooks import contract_smoke
+from hooks.contract_smoke import ContractError, run_contract_smoke
+
+QWEN2_5_VL_PLAN = [
+    "model.visual.blocks.{*}",
+    "model.visual.merger",
+    "model.visual",
+    "model.language_model.embed_tokens",
+    "model.language_model.layers.{*}",
+    "model.language_model",
+    "lm_head",
+]
+
+
+def _toy() -> object:
+    """A small module tree shaped like a VLM: model.{visual.blocks, language_model.layers}, lm_head."""
+    from torch import nn
+
+    root = nn.Module()
+    root.model = nn.Module()
+    root.model.visual = nn.Module()
+    root.model.visual.blocks = nn.ModuleList([nn.Linear(2, 2) for _ in range(2)])
+    root.model.language_model = nn.Module()
+    root.model.language_model.layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    root.lm_head = nn.Linear(2, 2)
+    return root
+
+
+def _names(root: object, modules: list) -> list[str]:
+    by_id = {id(m): n for n, m in root.named_modules()}
+    return [by_id[id(m)] for m in modules]
+
+
+def test_post_order_puts_children_before_parents() -> None:
+    names = [name for name, _ in contract_smoke._post_order(_toy())]
+    assert names.index("model.visual.blocks.1") < names.index("model.visual.blocks") < names.index("model")
+    assert names[-1] == ""
+
+
+def test_fsdp_units_follow_post_order_not_plan_order() -> None:
+    root = _toy()
+    units = contract_smoke._fsdp_units(root, ["model.visual", "model.visual.blocks.{*}", "lm_head"])
+    assert _names(root, units) == [
+        "model.visual.blocks.0",
+        "model.visual.blocks.1",
+        "model.visual",
+        "lm_head",
+    ]
+
+
+def test_fsdp_units_name_the_pattern_that_matches_nothing() -> None:
+    with pytest.raises(ContractError, match=r"model\.vision_tower"):
+        contract_smoke._fsdp_units(_toy(), ["model.visual", "model.vision_tower"])
+
+
+def test_fsdp_units_reject_a_plan_that_wraps_only_the_root() -> None:
+    with pytest.raises(ContractError, match="only the root"):
+        contract_smoke._fsdp_units(_toy(), [])
+
+
+def test_freeze_uses_mindspeed_matching() -> None:
+    root = _toy()
+    contract_smoke._apply_freeze(root, ["model.language_model.layers.{0-1}"])
+    frozen = sorted({n.rsplit(".", 1)[0] for n, p in root.named_parameters() if not p.requires_grad})
+    assert frozen == ["model.language_model.layers.0", "model.language_model.layers.1"]
+
+
+def test_to_chat_turns_placeholders_into_image_items(tmp_path: Path) -> None:
+    from PIL import Image
+
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(tmp_path / "a.png")
+    record = {
+        "messages": [
+            {"role": "user", "content": "<image>What is it?"},
+            {"role": "assistant", "content": "A dot."},
+        ],
+        "images": ["a.png"],
+    }
+    chat = contract_smoke._to_chat(record, tmp_path)
+    assert [item["type"] for item in chat[0]["content"]] == ["image", "text"]
+    assert chat[0]["content"][0]["image"].size == (8, 8)
+    assert chat[1]["content"] == [{"type": "text", "text": "A dot."}]
+
+
+def test_to_chat_rejects_missing_images(tmp_path: Path) -> None:
+    record = {"messages": [{"role": "user", "content": "<image><image>Hi"}], "images": []}
+    with pytest.raises(ContractError, match="more <image> placeholders"):
+        contract_smoke._to_chat(record, tmp_path)
+
+
+def test_missing_model_dir_fails_without_launching(tmp_path: Path) -> None:
+    result = run_contract_smoke(tmp_path / "absent", QWEN2_5_VL_PLAN)
+    assert not result.passed and "does not exist" in result.error
+
+
+def test_timeout_stops_the_ranks(tmp_path: Path) -> None:
+    result = run_contract_smoke(tmp_path, QWEN2_5_VL_PLAN, timeout_s=1)
+    assert not result.passed
+    assert "timed out after 1 s" in result.error
+    assert result.wall_s < 30
+
+
+# Real runs on a tiny Qwen2.5-VL: two gloo ranks, torch fully_shard.
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen2_5_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tiny = pytest.importorskip("hooks.tiny")
+    return tiny.build_tiny_model("qwen2_5_vl", tmp_path_factory.mktemp("tiny") / "qwen2_5_vl")
+
+
+def test_qwen2_5_vl_plan_trains(tiny_qwen2_5_vl: Path) -> None:
+    result = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, steps=5)
+    assert result.passed, result.summary() + "\n" + result.error + "\n" + result.log_tail
+    assert result.mode == "contract"
+    assert len(result.losses) == 5 and all(math.isfinite(x) and x > 0 for x in result.losses)
+    assert len(result.grad_norms) == 5 and all(math.isfinite(x) and x > 0 for x in result.grad_norms)
+    assert result.label_tokens and result.label_tokens > 0
+    assert len(result.peak_rss_mb) == 2
+    assert result.wall_s < 120  # ~10 s on an idle 2-core box; generous for loaded CI
+
+
+def test_unmatched_pattern_fails_with_its_name(
+    tiny_qwen2_5_vl: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = [str(tiny_qwen2_5_vl), "--apply-modules", ",".join([*QWEN2_5_VL_PLAN, "model.vision_tower.{*}"])]
+    assert contract_smoke.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "model.vision_tower.{*}" in out and "matched no module" in out
+
+
+def test_freezing_everything_fails(tiny_qwen2_5_vl: Path) -> None:
+    result = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, freeze=["*"], steps=2)
+    assert not result.passed
+    assert "no trainable parameters" in result.reason
+
+
+def test_json_data_with_frozen_vision_tower(tiny_qwen2_5_vl: Path, tmp_path: Path) -> None:
+    tiny = pytest.importorskip("hooks.tiny")
+    data_json = Path(tiny.build_demo_dataset(tmp_path / "data", samples=4))
+    assert len(json.loads(data_json.read_text())) == 4
+    result = run_contract_smoke(
+        tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, freeze=["model.visual"], data_json=data_json, steps=3
+    )
+    assert result.passed, result.summary() + "\n" + result.error + "\n" + result.log_tail

@@ -1,0 +1,84 @@
+"""Tier 2: copy into a real MindSpeed-MM work tree and train through the real trainer.
+
+Needs ``MINDSPEED_MM_HOME`` (a MindSpeed-MM work tree, commit 57069cd5 or later) and
+MindSpeed core in ``MINDSPEED_HOME`` (or installed / copied into the tree). The
+checkout is copied to a temporary git repo first, so the user's tree is untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.copier_run import commit_all, copy, git_init
+
+pytestmark = pytest.mark.tier2
+
+CASES = [("qwen2_5_vl", "qwen2_5_vl"), ("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl_moe_hf")]
+
+
+@pytest.fixture(scope="module")
+def checkout(mm_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("mm") / "MindSpeed-MM"
+    shutil.copytree(mm_home, dest, ignore=shutil.ignore_patterns(".git", "__pycache__", "logs", "cache_dir"))
+    git_init(dest)
+    commit_all(dest)
+    return dest
+
+
+def _changed(dest: Path) -> set[str]:
+    out = subprocess.run(["git", "-C", str(dest), "status", "--porcelain", "--untracked-files=all"],
+                         capture_output=True, text=True, check=True).stdout
+    return {line[3:] for line in out.splitlines()}
+
+
+@pytest.mark.parametrize(("arch", "model_id"), CASES)
+def test_copy_and_real_trainer_smoke(arch: str, model_id: str, checkout: Path, tiny_models, template_src: Path) -> None:
+    before = _changed(checkout)
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
+                data_branch="a")
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
+    assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
+    new = _changed(checkout) - before
+    allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml")
+    assert new and all(path.startswith(allowed) for path in new), new
+    report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
+    assert "**PASS**" in report and "framework smoke" in report
+
+
+CONFIG_LOADER = textwrap.dedent("""
+    import sys
+    from mindspeed_mm.config.config_manager import ConfigManager
+    from mindspeed_mm.fsdp.params.argument import Arguments
+    args = ConfigManager(config_class=Arguments).load_and_parse()
+    print("APPLY", list(args.parallel.fsdp_plan.apply_modules))
+    print("MODEL", args.model.model_id, list(args.training.plugin))
+""")
+
+
+def test_generated_yaml_loads_with_mindspeed_config_loader(checkout: Path, tiny_models, template_src: Path) -> None:
+    from hooks.trainer_run import framework_env
+
+    model_id = "yaml_check"
+    done = copy(checkout, template=template_src, model_id=model_id, model_path=tiny_models("qwen2_5_vl"))
+    assert done.returncode == 0, done.stderr
+    config = checkout / "examples" / model_id / f"{model_id}_config.yaml"
+    env = framework_env(checkout, Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None,
+                        cpu_bridges=True)
+    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    loaded = subprocess.run([sys.executable, "-c", CONFIG_LOADER, str(config)], capture_output=True, text=True,
+                            cwd=checkout, env=env, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    expected = yaml.safe_load(config.read_text())["parallel"]["fsdp_plan"]["apply_modules"]
+    assert f"APPLY {expected}" in loaded.stdout
+    assert f"MODEL {model_id}" in loaded.stdout
