@@ -257,7 +257,7 @@ def _first_error(
         return f"rank {first.rank}: {first.error}"
     if timed_out:
         return f"timed out after {timeout_s} s"
-    for rank, (res, code) in enumerate(zip(ranks, codes)):
+    for rank, (res, code) in enumerate(zip(ranks, codes, strict=True)):
         if res is None or code != 0:
             return f"rank {rank} exited with code {code} without a result (killed or crashed)"
     return ""

@@ -77,9 +77,9 @@ def test_llava_layout_gets_projector_between_towers() -> None:
              ("model.language_model.embed_tokens", "Embedding", 500), ("model.language_model.layers", "ModuleList", 0)]
     spec += [(f"model.language_model.layers.{i}", "LlamaDecoderLayer", 200) for i in range(2)]
     spec += [("lm_head", "Linear", 500)]
-    plan = derive_plan(table(spec, lists={"model.vision_tower.vision_model.encoder.layers", "model.language_model.layers"},
-                             no_split=["LlamaDecoderLayer"], input_embeddings="model.language_model.embed_tokens",
-                             output_embeddings="lm_head"))
+    lists = {"model.vision_tower.vision_model.encoder.layers", "model.language_model.layers"}
+    plan = derive_plan(table(spec, lists=lists, no_split=["LlamaDecoderLayer"],
+                             input_embeddings="model.language_model.embed_tokens", output_embeddings="lm_head"))
     assert plan.apply_modules == [
         "model.vision_tower.vision_model.encoder.layers.{*}", "model.vision_tower", "model.multi_modal_projector",
         "model.language_model.embed_tokens", "model.language_model.layers.{*}", "model.language_model", "lm_head",
