@@ -7,6 +7,7 @@ Tier 1 runs everywhere. Tier 2 (marker ``tier2``) needs a MindSpeed-MM work tree
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Keep smoke work dirs (shrunk models, generated data, logs) out of the user's cache.
+    os.environ.setdefault("MSMM_CACHE", tempfile.mkdtemp(prefix="msmm-test-cache-"))
     config.addinivalue_line("markers", "tier2: needs a MindSpeed-MM checkout in MINDSPEED_MM_HOME")
 
 
