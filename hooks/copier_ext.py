@@ -9,16 +9,21 @@ names the field and the fix (copier shows it and writes nothing).
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import os
 import re
 import shlex
 import subprocess
+import sys
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
+from jinja2 import pass_context
 from jinja2.ext import Extension
+from jinja2.runtime import Context
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
@@ -117,17 +122,39 @@ def path_error(field: str, value: str, *, kind: str = "file") -> str:
     return "" if ok else f"{field}: {path} is not an existing {kind}; fix the path or leave it empty"
 
 
+def _stop_on_error(check: Callable[..., str]) -> Callable[..., str]:
+    """Return the validator's message for an interactive prompt, or stop copier cleanly.
+
+    copier reports a failed validator as a traceback ending in the message when the
+    answer came from ``--data``/``--defaults``. Where nobody can re-type the answer
+    (``--defaults`` or no terminal) we exit with the message alone instead; either
+    way it happens while asking, before anything is rendered.
+    """
+
+    @pass_context
+    @functools.wraps(check)
+    def validate(context: Context, *args: object, **kwargs: object) -> str:
+        message = check(*args, **kwargs)
+        conf = context.get("_copier_conf")
+        unattended = bool(getattr(conf, "get", lambda _k: None)("defaults")) or not sys.stdin.isatty()
+        if message and unattended:
+            raise SystemExit(f"error: {message}")
+        return message
+
+    return validate
+
+
 class MigrateExtension(Extension):
     """Registers the filters above under ``msmm_*`` names."""
 
     def __init__(self, environment):  # noqa: ANN001 - jinja's signature
         super().__init__(environment)
         environment.filters.update(
-            msmm_model_id_error=model_id_error,
-            msmm_model_dir_error=model_dir_error,
-            msmm_trust_error=trust_error,
-            msmm_probe_error=probe_error,
+            msmm_model_id_error=_stop_on_error(model_id_error),
+            msmm_model_dir_error=_stop_on_error(model_dir_error),
+            msmm_trust_error=_stop_on_error(trust_error),
+            msmm_probe_error=_stop_on_error(probe_error),
             msmm_probe_json=probe_json,
-            msmm_path_error=path_error,
+            msmm_path_error=_stop_on_error(path_error),
             shquote=lambda value: shlex.quote(str(value)),
         )
