@@ -1,0 +1,297 @@
+"""Run-time bridges that let the real MindSpeed-MM trainer run on a CPU-only machine.
+
+Put this directory first on ``PYTHONPATH`` and set ``MSMM_CPU_BRIDGES=1``
+(``hooks.trainer_run.framework_env`` does both). It has to be ``sitecustomize``
+rather than a wrapper script because ``datasets`` starts its preprocessing
+workers with "spawn", and those fresh interpreters need the same bridges.
+
+Nothing is imported eagerly: a ``sys.meta_path`` finder patches the few
+framework modules right after they are imported (no framework file is edited),
+and each bridge checks for itself that no CUDA/NPU is present, so on real
+accelerators everything behaves exactly as without this file. The module is
+self-contained on purpose: spawned workers cannot rely on ``hooks`` being
+importable.
+
+Bridges (numbered as in the project's CPU-trainer notes):
+1. ``torchvision._meta_registrations`` left empty when the CUDA-only build fails to register.
+2. ``mindspeed_mm.fsdp.ops.fully_shard.fully_shard`` replaced when torch is not 2.7.1/2.9.0.
+3. ``get_dist_comm_backend`` -> "gloo"; ``torch.accelerator`` per-device calls are no-ops.
+4. ``init_process_group`` drops a CPU ``device_id``.
+6. ``torch.cpu.empty_cache`` no-op.
+(5, a bug in the in-repo Qwen3-VL-MoE experts, is not bridged: upstream classes do not hit it.)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+from collections.abc import Callable
+from typing import Any
+
+ENV_FLAG = "MSMM_CPU_BRIDGES"
+_FULLY_SHARD_MODULE = "mindspeed_mm.fsdp.ops.fully_shard.fully_shard"
+_DEVICE_MODULE = "mindspeed_mm.fsdp.utils.device"
+_TV_META_MODULE = "torchvision._meta_registrations"
+_PATCHED_TORCH_VERSIONS = ("2.7.1", "2.9.0")
+
+
+@functools.cache
+def _accelerator_present() -> bool:
+    """True when CUDA or torch_npu is usable; bridges must then stay out of the way."""
+    import torch
+
+    if torch.cuda.is_available():
+        return True
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch_npu  # noqa: F401
+
+        return True
+    except Exception:  # noqa: BLE001 - mirrors mindspeed_mm.fsdp.utils.device's own probe
+        return False
+
+
+# --- bridge 1: torchvision ------------------------------------------------------------------------
+
+
+def _exec_meta_registrations_or_empty(module: types.ModuleType, real_exec: Callable[[Any], None]) -> None:
+    """Run torchvision's meta registrations; leave the module empty when they fail.
+
+    The only torchvision matching a CPU torch 2.13 is a CUDA build whose
+    ``_meta_registrations`` registers fake kernels for ops that do not exist
+    without CUDA ("operator torchvision::nms does not exist"), so
+    ``import torchvision`` fails. The Qwen fast image/video processors only need
+    the pure-Python ``transforms.v2``; without torchvision MindSpeed-MM's
+    ``load_tokenizer`` silently drops the processor. Where the real module
+    loads, it is kept untouched.
+    """
+    try:
+        real_exec(module)
+    except Exception:  # noqa: BLE001 - any failure here means "this build needs CUDA ops"
+        for key in [k for k in vars(module) if not k.startswith("__")]:
+            delattr(module, key)
+
+
+# --- bridge 2: fully_shard patch ------------------------------------------------------------------
+
+
+def _needs_fully_shard_stub() -> bool:
+    """The real module only supports torch 2.7.1/2.9.0 and imports FSDP internals newer torch lacks."""
+    import torch
+
+    version = torch.__version__
+    return not any(v in version for v in _PATCHED_TORCH_VERSIONS) and not _accelerator_present()
+
+
+def _tolerant_fully_shard(native: Callable[..., Any]) -> Callable[..., Any]:
+    """Native ``fully_shard`` that accepts and ignores MindSpeed-MM's ``hook_module=`` argument."""
+
+    @functools.wraps(native)
+    def fully_shard(module: Any, *args: Any, hook_module: Any = None, **kwargs: Any) -> Any:
+        return native(module, *args, **kwargs)
+
+    return fully_shard
+
+
+def _fill_fully_shard_stub(module: types.ModuleType) -> None:
+    """Provide the names importers use: ``apply_fully_shard_patch`` (ops/__init__) and ``fully_shard``.
+
+    The real ``apply_fully_shard_patch`` raises on other torch versions and is
+    applied at ``import mindspeed_mm.fsdp`` when ``NON_MEGATRON=true``; it makes
+    ``torch.distributed.fsdp.fully_shard`` accept ``hook_module=``, which
+    ``fully_shard_parallel`` passes when ``fsdp_plan.hook_modules`` is set. The
+    stand-in keeps torch's native ``fully_shard`` and only drops that argument;
+    the cost is that hook modules, prefetch and multi-stream extras are not
+    exercised by a CPU smoke.
+    """
+    import torch.distributed.fsdp as fsdp
+
+    tolerant = _tolerant_fully_shard(fsdp.fully_shard)
+
+    def apply_fully_shard_patch() -> None:
+        """Let ``fully_shard`` take ``hook_module=`` (ignored); otherwise torch's native one."""
+        fsdp.fully_shard = tolerant
+
+    module.apply_fully_shard_patch = apply_fully_shard_patch
+    module.fully_shard = tolerant
+    module.__doc__ = "CPU bridge stand-in for MindSpeed-MM's patched fully_shard (see sitecustomize)."
+
+
+# --- bridges 3, 4, 6: device helpers --------------------------------------------------------------
+
+
+def _bridge_comm_backend(device_mod: types.ModuleType) -> None:
+    """``get_dist_comm_backend`` raises when neither CUDA nor NPU exists; gloo works on CPU."""
+    original = device_mod.get_dist_comm_backend
+
+    @functools.wraps(original)
+    def get_dist_comm_backend(cpu: bool = False) -> str:
+        if device_mod.IS_CUDA_AVAILABLE or device_mod.IS_NPU_AVAILABLE:
+            return original(cpu=cpu)
+        return "gloo"
+
+    device_mod.get_dist_comm_backend = get_dist_comm_backend
+
+
+def _noop(*_args: Any, **_kwargs: Any) -> None:
+    """Accept and ignore a device call that has no meaning on CPU."""
+
+
+def _bridge_accelerator_proxy(device_mod: types.ModuleType) -> None:
+    """Let the ``torch.accelerator`` proxy accept per-device calls on CPU.
+
+    After ``set_accelerator_compatible`` the trainer calls
+    ``torch.accelerator.set_device_index(LOCAL_RANK)`` and MindSpeed's
+    ``set_seed`` calls ``torch.accelerator.manual_seed``/``manual_seed_all``;
+    on CPU the first raises and the others do not exist.
+    """
+    original = device_mod.set_accelerator_compatible
+
+    @functools.wraps(original)
+    def set_accelerator_compatible(fallback_module: Any = None) -> None:
+        original(fallback_module)
+        if device_mod.IS_CUDA_AVAILABLE or device_mod.IS_NPU_AVAILABLE:
+            return
+        import torch
+
+        for name in ("set_device_index", "manual_seed", "manual_seed_all"):
+            setattr(torch.accelerator, name, _noop)
+
+    device_mod.set_accelerator_compatible = set_accelerator_compatible
+
+
+def _bridge_init_process_group() -> None:
+    """Drop a CPU ``device_id``: torch 2.13 rejects it ("must be an accelerator with an index")."""
+    import torch
+    import torch.distributed as dist
+
+    original = dist.init_process_group
+    if getattr(original, "_msmm_bridged", False):
+        return
+
+    @functools.wraps(original)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        device_id = kwargs.get("device_id")
+        if isinstance(device_id, torch.device) and device_id.type == "cpu":
+            kwargs.pop("device_id")
+        return original(*args, **kwargs)
+
+    init_process_group._msmm_bridged = True  # type: ignore[attr-defined]
+    dist.init_process_group = init_process_group
+
+
+def _bridge_cpu_empty_cache() -> None:
+    """``torch.cpu.empty_cache`` does not exist; checkpointers call it via ``get_torch_device()``."""
+    import torch
+
+    if not hasattr(torch.cpu, "empty_cache"):
+        torch.cpu.empty_cache = _noop
+
+
+def _patch_device_module(device_mod: types.ModuleType) -> None:
+    """Apply the CPU device bridges once ``mindspeed_mm.fsdp.utils.device`` has executed."""
+    if device_mod.IS_CUDA_AVAILABLE or device_mod.IS_NPU_AVAILABLE:
+        return
+    _bridge_comm_backend(device_mod)
+    _bridge_accelerator_proxy(device_mod)
+    _bridge_init_process_group()
+    _bridge_cpu_empty_cache()
+
+
+# --- import machinery -----------------------------------------------------------------------------
+
+
+class _WrappingLoader(importlib.abc.Loader):
+    """Delegate to the real loader, then post-process (or replace) the module's execution."""
+
+    def __init__(self, real: importlib.abc.Loader, wrap_exec: Callable[[types.ModuleType, Callable], None]):
+        self._real = real
+        self._wrap_exec = wrap_exec
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        self._wrap_exec(module, self._real.exec_module)
+
+
+def _after(patch: Callable[[types.ModuleType], None]) -> Callable[[types.ModuleType, Callable], None]:
+    """Execution wrapper: run the real module, then patch it before any importer sees it."""
+
+    def wrap_exec(module: types.ModuleType, real_exec: Callable) -> None:
+        real_exec(module)
+        patch(module)
+
+    return wrap_exec
+
+
+def _fully_shard_exec(module: types.ModuleType, real_exec: Callable) -> None:
+    """Execution wrapper: the real fully_shard module where it works, the stub otherwise."""
+    if _needs_fully_shard_stub():
+        _fill_fully_shard_stub(module)
+    else:
+        real_exec(module)
+
+
+_EXEC_WRAPPERS: dict[str, Callable[[types.ModuleType, Callable], None]] = {
+    _TV_META_MODULE: _exec_meta_registrations_or_empty,
+    _FULLY_SHARD_MODULE: _fully_shard_exec,
+    _DEVICE_MODULE: _after(_patch_device_module),
+}
+
+
+class _BridgeFinder(importlib.abc.MetaPathFinder):
+    """Find the bridged modules with the other finders and wrap their loaders."""
+
+    def find_spec(
+        self, fullname: str, path: Any, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        wrapper = _EXEC_WRAPPERS.get(fullname)
+        if wrapper is None:
+            return None
+        spec = self._find_real(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _WrappingLoader(spec.loader, wrapper)
+        return spec
+
+    def _find_real(
+        self, fullname: str, path: Any, target: types.ModuleType | None
+    ) -> importlib.machinery.ModuleSpec | None:
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+def install() -> bool:
+    """Install the finder when ``MSMM_CPU_BRIDGES=1``; True if installed (idempotent)."""
+    if os.environ.get(ENV_FLAG) != "1":
+        return False
+    if not any(isinstance(f, _BridgeFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _BridgeFinder())
+    return True
+
+
+def _chain_next_sitecustomize() -> None:
+    """Run the ``sitecustomize`` this file shadows, if any, so a system one keeps working."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+install()
+_chain_next_sitecustomize()

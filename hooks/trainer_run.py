@@ -1,0 +1,544 @@
+"""Smoke-test a generated scaffold through the REAL MindSpeed-MM trainer.
+
+The framework smoke launches the unmodified ``mindspeed_mm/fsdp/train/trainer.py``
+under ``torch.distributed.run`` with a derived, tiny config and judges the logged
+losses. On a CPU-only machine the run-time bridges in ``hooks/bridges`` (a
+``sitecustomize`` enabled by ``MSMM_CPU_BRIDGES=1``) stand in for the few places
+where the framework assumes an accelerator; each bridge's docstring says why
+it is needed. No file of the MindSpeed-MM checkout is edited.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from hooks.verdict import SmokeResult, judge
+
+BRIDGES_DIR = Path(__file__).resolve().parent / "bridges"
+TRAINER_ENTRY = "mindspeed_mm/fsdp/train/trainer.py"
+SMOKE_LR = 1e-4
+LOG_TAIL_LINES = 60
+
+_ITER_RE = re.compile(
+    r"iteration\s+(\d+)/\s*(\d+) \| consumed samples:\s+(\d+) \| "
+    r"elapsed time per iteration \(ms\): ([\d.]+) \| learning rate: (\S+) \| "
+    r"global batch size:\s+(\d+) \|(.*)"
+)
+_PAIR_RE = re.compile(r" ([a-z_0-9 ]+): (\S+) \|")
+_ERROR_LINE_RE = re.compile(r"^\s*(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$")
+
+
+# --- environment ----------------------------------------------------------------------------------
+
+
+def _mindspeed_on_path(mm_home: Path) -> bool:
+    """MindSpeed core is already reachable: copied into the MM tree (README way) or installed."""
+    return (mm_home / "mindspeed").is_dir() or importlib.util.find_spec("mindspeed") is not None
+
+
+def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool) -> dict[str, str]:
+    """Environment for the trainer processes (a full copy of ours plus the framework's needs).
+
+    ``NON_MEGATRON=true`` keeps ``mindspeed_mm`` from importing Megatron; the
+    offline flags keep a smoke from touching the network; the MM root goes on
+    ``PYTHONPATH`` because torchrun puts the script's directory, not the cwd,
+    at ``sys.path[0]`` and many ``mindspeed_mm`` subdirectories are namespace
+    packages that only resolve from the root.
+    """
+    env = dict(os.environ)
+    env.update(
+        NON_MEGATRON="true",
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    paths = [str(BRIDGES_DIR)] if cpu_bridges else []
+    paths.append(str(Path(mm_home).resolve()))
+    if mindspeed_home is not None and not _mindspeed_on_path(Path(mm_home)):
+        paths.append(str(Path(mindspeed_home).resolve()))
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if cpu_bridges:
+        env["MSMM_CPU_BRIDGES"] = "1"
+    else:
+        env.pop("MSMM_CPU_BRIDGES", None)
+    return env
+
+
+def _npu_available() -> bool:
+    """torch_npu imports and sees a device (a broken torch_npu counts as "no NPU")."""
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch
+        import torch_npu  # noqa: F401
+
+        return bool(torch.npu.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def detect_device() -> str:
+    """The device family the trainer will pick: "npu", "cuda" or "cpu"."""
+    import torch
+
+    if _npu_available():
+        return "npu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --- launching ------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainerRun:
+    """What one trainer launch produced."""
+
+    returncode: int
+    log_text: str
+    wall_s: float
+    timed_out: bool = False
+    peak_rss_mb: list[float] = field(default_factory=list)  # per local rank
+
+
+def _free_port() -> int:
+    """A TCP port that was free a moment ago, so parallel smokes do not collide on 29500."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def trainer_command(yaml_path: Path, *, nproc: int, python: str, port: int) -> list[str]:
+    """The documented launch (``torchrun ... trainer.py <yaml>``), with the YAML as ``argv[1]``."""
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(nproc),
+        "--master_port",
+        str(port),
+        TRAINER_ENTRY,
+        str(Path(yaml_path).resolve()),
+    ]
+
+
+def _tee(stream: TextIO, log: TextIO, sink: list[str]) -> None:
+    """Copy the merged trainer output to the log file as it arrives (so a hang stays readable)."""
+    for line in stream:
+        log.write(line)
+        log.flush()
+        sink.append(line)
+
+
+def _rank_rss_mb(launcher_pid: int) -> dict[int, float]:
+    """Current RSS of each rank process (direct children of the launcher), keyed by LOCAL_RANK."""
+    import psutil
+
+    try:
+        children = psutil.Process(launcher_pid).children()
+    except psutil.Error:
+        return {}
+    out: dict[int, float] = {}
+    for index, child in enumerate(children):
+        try:
+            rank = int(child.environ().get("LOCAL_RANK", index))
+            out[rank] = child.memory_info().rss / 2**20
+        except (psutil.Error, ValueError):
+            continue
+    return out
+
+
+def _watch(proc: subprocess.Popen, timeout_s: float, on_sample: Callable[[dict[int, float]], None]) -> bool:
+    """Poll the launcher until it exits; False if it ran past ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if time.monotonic() > deadline:
+            return False
+        on_sample(_rank_rss_mb(proc.pid))
+        time.sleep(0.25)
+    return True
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Stop the launcher and its ranks (they share the session we started it in)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def launch_trainer(
+    mm_home: Path,
+    yaml_path: Path,
+    *,
+    log_path: Path,
+    nproc: int = 2,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 900,
+) -> TrainerRun:
+    """Run the real trainer from ``mm_home``, teeing output to ``log_path`` and sampling rank RSS.
+
+    ``env=None`` means :func:`framework_env` for this machine (bridges only on CPU).
+    """
+    if env is None:
+        env = framework_env(Path(mm_home), None, cpu_bridges=detect_device() == "cpu")
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd = trainer_command(yaml_path, nproc=nproc, python=python, port=_free_port())
+    peaks: dict[int, float] = {}
+    lines: list[str] = []
+
+    def on_sample(sample: dict[int, float]) -> None:
+        for rank, rss in sample.items():
+            peaks[rank] = max(peaks.get(rank, 0.0), rss)
+
+    start = time.monotonic()
+    with log_path.open("w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        proc = subprocess.Popen(
+            cmd,
+            cwd=str(mm_home),
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        reader = threading.Thread(target=_tee, args=(proc.stdout, log, lines), daemon=True)
+        reader.start()
+        finished = _watch(proc, timeout_s, on_sample)
+        if not finished:
+            _kill_group(proc)
+        reader.join(timeout=30)
+    wall = time.monotonic() - start
+    return TrainerRun(
+        returncode=proc.returncode,
+        log_text="".join(lines),
+        wall_s=wall,
+        timed_out=not finished,
+        peak_rss_mb=[round(peaks[r], 1) for r in sorted(peaks)],
+    )
+
+
+def run_trainer(
+    mm_home: Path,
+    yaml_path: Path,
+    *,
+    nproc: int = 2,
+    python: str = sys.executable,
+    env: dict[str, str] | None = None,
+    log_path: Path,
+    timeout_s: float = 900,
+) -> tuple[int, str]:
+    """Run ``torchrun --nproc_per_node N trainer.py <yaml>``; return (returncode, merged output)."""
+    run = launch_trainer(
+        mm_home, yaml_path, log_path=log_path, nproc=nproc, python=python, env=env, timeout_s=timeout_s
+    )
+    return run.returncode, run.log_text
+
+
+# --- log parsing ----------------------------------------------------------------------------------
+
+
+def _number(text: str) -> float:
+    """Parse a logged number; the engine prints NaN/Inf as NAN/INF (loss) or nan/inf (grad norm)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
+def parse_iterations(log_text: str) -> list[dict[str, Any]]:
+    """Parse TrainEngine's per-iteration lines (contract section 7.6) in log order.
+
+    Each dict has ``iteration``, ``train_iters``, ``consumed_samples``,
+    ``elapsed_ms``, ``lr``, ``gbs``, ``loss`` and ``grad_norm`` (None when not
+    logged); further loss items (``mtp_0 loss``, ``aux loss``) keep their names.
+    """
+    records: list[dict[str, Any]] = []
+    for line in log_text.splitlines():
+        match = _ITER_RE.search(line)
+        if match is None:
+            continue
+        it, total, consumed, ms, lr, gbs, rest = match.groups()
+        record: dict[str, Any] = {
+            "iteration": int(it),
+            "train_iters": int(total),
+            "consumed_samples": int(consumed),
+            "elapsed_ms": float(ms),
+            "lr": _number(lr),
+            "gbs": int(gbs),
+            "loss": None,
+            "grad_norm": None,
+        }
+        for name, value in _PAIR_RE.findall(rest):
+            record[name.strip().replace("grad norm", "grad_norm")] = _number(value)
+        records.append(record)
+    return records
+
+
+def first_error(log_text: str) -> str:
+    """Final line of the first traceback (the root cause; later ones are peers noticing the crash)."""
+    in_traceback = False
+    for line in log_text.splitlines():
+        if "Traceback (most recent call last)" in line:
+            in_traceback = True
+            continue
+        match = _ERROR_LINE_RE.match(line)
+        if in_traceback and match and ":" in match.group(1) and "ChildFailedError" not in line:
+            return match.group(1).strip()
+    return ""
+
+
+# --- smoke config ---------------------------------------------------------------------------------
+
+
+def count_samples(data_json: Path) -> int:
+    """Number of samples in a JSON list or JSONL file (``max_samples`` must not exceed it)."""
+    text = Path(data_json).read_text(encoding="utf-8").strip()
+    if text.startswith("["):
+        return len(json.loads(text))
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def _sub(cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """Nested dict at ``keys``, created when absent (YAML blocks may be omitted or null)."""
+    node = cfg
+    for key in keys:
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    return node
+
+
+def _smoke_model(cfg: dict[str, Any], model_dir: str, device: str) -> None:
+    """Point the model at the tiny checkpoint; sdpa off-NPU (the repo's flash_attention_2 is NPU-only)."""
+    model = _sub(cfg, "model")
+    model["model_name_or_path"] = model_dir
+    if device != "npu":
+        model["attn_implementation"] = "sdpa"
+
+
+def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir: Path) -> None:
+    """Tiny local data, no worker processes (a spawned worker costs ~60 s cold), cache under work_dir."""
+    dataset_param = _sub(cfg, "data", "dataset_param")
+    _sub(dataset_param, "preprocess_parameters")["model_name_or_path"] = cfg["model"]["model_name_or_path"]
+    basic = _sub(dataset_param, "basic_parameters")
+    size = count_samples(data_json)
+    basic["dataset"] = str(data_json)
+    basic["dataset_dir"] = str(media_root)
+    basic["cache_dir"] = str(Path(work_dir) / "hf_cache")
+    basic["preprocessing_num_workers"] = None
+    basic["max_samples"] = min(int(basic.get("max_samples") or size), size)
+    for key in ("val_dataset", "val_max_samples", "val_rate"):
+        basic.pop(key, None)
+    cfg["data"].pop("val_dataset_param", None)
+    loader = _sub(cfg, "data", "dataloader_param")
+    loader["num_workers"] = 0
+    loader["pin_memory"] = False
+    loader["enable_preload"] = False
+    for key in ("prefetch_factor", "persistent_workers"):  # invalid with num_workers 0
+        loader.pop(key, None)
+
+
+def _fit_size(size: Any, nproc: int) -> int:
+    """Shrink a parallel degree to one the smoke's world size divides (keeps >1 where it can)."""
+    size = int(size or 1)
+    return math.gcd(size, nproc) if size > 1 else 1
+
+
+def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int) -> None:
+    """Keep the plans; fit the degrees to ``nproc``; drop what needs an accelerator off it.
+
+    Pinned CPU offload needs CUDA/NPU, ring attention and NPU fused EP need NPU.
+    """
+    parallel = _sub(cfg, "parallel")
+    for key in ("data_parallel_size", "expert_fully_shard_parallel_size"):
+        parallel.pop(key, None)
+    parallel["fully_shard_parallel_size"] = "auto"
+    for key in ("ulysses_parallel_size", "expert_parallel_size", "ring_attention_size"):
+        if key in parallel:
+            parallel[key] = _fit_size(parallel[key], nproc)
+    if device != "npu":
+        parallel["ring_attention_size"] = 1
+        if isinstance(parallel.get("ep_plan"), dict):
+            parallel["ep_plan"]["use_npu_fused_ops"] = False
+    fsdp_plan = parallel.get("fsdp_plan")
+    if device == "cpu" and isinstance(fsdp_plan, dict) and fsdp_plan.get("cpu_offload"):
+        fsdp_plan["cpu_offload"] = False
+
+
+def _smoke_features(cfg: dict[str, Any], device: str) -> None:
+    """Keep features, except activation offload on CPU: it needs device streams (host == device there)."""
+    features = cfg.get("features")
+    if device == "cpu" and isinstance(features, dict) and features.get("enable_activation_offload"):
+        features["enable_activation_offload"] = False
+
+
+def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int) -> None:
+    """Few iterations, no saving, and a constant non-zero LR from step 1 so the loss must move."""
+    training = _sub(cfg, "training")
+    for key in ("save", "train_epochs", "load"):
+        training.pop(key, None)
+    training.update(
+        train_iters=iters,
+        log_interval=1,
+        micro_batch_size=1,
+        gradient_accumulation_steps=1,
+        lr=SMOKE_LR,
+        lr_warmup_ratio=0.0,
+        lr_decay_style="constant",
+        val_interval=0,
+    )
+    for key in ("lr_min", "lr_start"):
+        training[key] = min(float(training.get(key) or 0.0), SMOKE_LR)
+    if training.get("init_model_with_meta_device"):
+        training.update(load=model_dir, load_format="hf", no_load_optim=True, no_load_rng=True)
+
+
+def _smoke_tools(cfg: dict[str, Any]) -> None:
+    """Profilers off: they only act on NPU and would write dumps into the MM tree."""
+    tools = _sub(cfg, "tools")
+    for key in ("profile", "memory_profile"):
+        if isinstance(tools.get(key), dict):
+            tools[key]["enable"] = False
+
+
+def smoke_yaml(
+    generated_yaml: dict[str, Any],
+    *,
+    model_dir: Path,
+    data_json: Path,
+    media_root: Path,
+    work_dir: Path,
+    iters: int = 5,
+    device: str,
+    nproc: int = 2,
+) -> dict[str, Any]:
+    """Derive the smoke config from a generated one: same plans/freeze/features, tiny everything else.
+
+    Exceptions to "same": settings that cannot work on the smoke's device
+    (``cpu_offload``, activation offload and preload on CPU, NPU fused EP and
+    ring attention off-NPU) and the topology sizes, which follow ``nproc``.
+
+    The schema rejects ``training.save: null``/``load: null`` (they must be
+    absent). With meta-device init, weights only arrive through
+    ``training.load`` (an HF dir needs ``no_load_optim``/``no_load_rng``);
+    otherwise the model is built with ``from_pretrained(model_dir)``.
+    """
+    cfg = copy.deepcopy(generated_yaml)
+    _smoke_model(cfg, str(model_dir), device)
+    _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir))
+    _smoke_parallel(cfg, device, nproc)
+    _smoke_features(cfg, device)
+    _smoke_training(cfg, str(model_dir), iters)
+    _smoke_tools(cfg)
+    return cfg
+
+
+# --- the framework smoke --------------------------------------------------------------------------
+
+
+def _tail(text: str, n: int = LOG_TAIL_LINES) -> str:
+    """The last ``n`` lines: where a traceback ends."""
+    return "\n".join(text.splitlines()[-n:])
+
+
+def _run_error(run: TrainerRun, timeout_s: float) -> str:
+    """Why the launch failed, or "" when it exited cleanly."""
+    if run.timed_out:
+        return f"trainer timed out after {timeout_s:.0f} s"
+    if run.returncode != 0:
+        detail = first_error(run.log_text)
+        return f"trainer exited with code {run.returncode}" + (f": {detail}" if detail else "")
+    return ""
+
+
+def _write_yaml(cfg: dict[str, Any], path: Path) -> Path:
+    """Write a config the way ConfigManager reads it (safe_load; no anchors needed)."""
+    import yaml
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def run_framework_smoke(
+    mm_home: Path,
+    generated_yaml_path: Path,
+    *,
+    model_dir: Path,
+    data_json: Path,
+    media_root: Path,
+    work_dir: Path,
+    iters: int = 5,
+    nproc: int = 2,
+    python: str = sys.executable,
+    mindspeed_home: Path | None = None,
+    timeout_s: float = 900,
+) -> SmokeResult:
+    """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
+    import yaml
+
+    work_dir = Path(work_dir)
+    device = detect_device()
+    generated = yaml.safe_load(Path(generated_yaml_path).read_text(encoding="utf-8"))
+    cfg = smoke_yaml(
+        generated,
+        model_dir=Path(model_dir).resolve(),
+        data_json=Path(data_json).resolve(),
+        media_root=Path(media_root).resolve(),
+        work_dir=work_dir.resolve(),
+        iters=iters,
+        device=device,
+        nproc=nproc,
+    )
+    yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
+    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
+    run = launch_trainer(
+        Path(mm_home),
+        yaml_path,
+        log_path=work_dir / "smoke_trainer.log",
+        nproc=nproc,
+        python=python,
+        env=env,
+        timeout_s=timeout_s,
+    )
+    records = parse_iterations(run.log_text)
+    result = SmokeResult(
+        mode="framework",
+        losses=[r["loss"] for r in records if r["loss"] is not None],
+        grad_norms=[r["grad_norm"] for r in records if r["grad_norm"] is not None],
+        iterations_expected=iters,
+        wall_s=round(run.wall_s, 1),
+        peak_rss_mb=run.peak_rss_mb,
+        log_tail=_tail(run.log_text),
+        error=_run_error(run, timeout_s),
+    )
+    return judge(result)
