@@ -937,6 +937,25 @@ ARCHS: dict[str, Callable[[], TinyParts]] = {
     "glm4v": _build_glm4v,
 }
 
+# More families live in sibling modules, each exposing BUILDERS: dict[str, Callable[[], TinyParts]].
+FAMILY_MODULES = ("hooks.tiny_llava", "hooks.tiny_idefics", "hooks.tiny_misc")
+
+
+def all_builders() -> dict[str, Callable[[], TinyParts]]:
+    """Every tiny architecture: the ones above plus those of the family modules that exist."""
+    import importlib
+
+    found = dict(ARCHS)
+    for name in FAMILY_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:
+                raise
+            continue
+        found.update(module.BUILDERS)
+    return found
+
 
 def _marker(arch: str, seed: int) -> dict[str, Any]:
     """Identity of a build; a directory with an equal marker is reused as is."""
@@ -992,8 +1011,9 @@ def build_tiny_model(arch: str, dest: Path, *, seed: int = 0) -> Path:
     only when complete, so an interrupted build never looks finished; the marker
     file makes a repeated call with the same arch and seed a no-op.
     """
-    if arch not in ARCHS:
-        raise KeyError(f"unknown arch {arch!r}; known: {', '.join(sorted(ARCHS))}")
+    builders = all_builders()
+    if arch not in builders:
+        raise KeyError(f"unknown arch {arch!r}; known: {', '.join(sorted(builders))}")
     dest = Path(dest)
     if _is_complete(dest, arch, seed):
         return dest
@@ -1003,7 +1023,7 @@ def build_tiny_model(arch: str, dest: Path, *, seed: int = 0) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        parts = ARCHS[arch]()
+        parts = builders[arch]()
         _write_model(parts, tmp, seed)
         parts.processor.save_pretrained(tmp)
         (tmp / MARKER).write_text(json.dumps(_marker(arch, seed), sort_keys=True, indent=2) + "\n")
@@ -1099,7 +1119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.list:
-        print("\n".join(sorted(ARCHS)))
+        print("\n".join(sorted(all_builders())))
         return 0
     if args.dataset is not None:
         print(build_demo_dataset(args.dataset, samples=args.samples, seed=args.seed))

@@ -32,10 +32,10 @@ from hooks.shrink import (
     shrink_config_dict,
     shrink_model_dir,
 )
-from hooks.tiny import ARCHS
+from hooks.tiny import all_builders
 
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
-TINY_ARCHS = tuple(sorted(ARCHS))
+TINY_ARCHS = tuple(sorted(all_builders()))
 FULL = {"Qwen2.5-VL-7B-Instruct": "qwen2_5_vl", "Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe"}
 TOKEN_IDS = {
     "image_token_id": "<|image_pad|>",

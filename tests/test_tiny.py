@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from hooks.tiny import ARCHS, MARKER, build_demo_dataset, build_tiny_model, main
+from hooks.tiny import MARKER, all_builders, build_demo_dataset, build_tiny_model, main
 
 QWEN_ARCHS = ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-ALL_ARCHS = tuple(sorted(ARCHS))
+ALL_ARCHS = tuple(sorted(all_builders()))
 REQUIRED_FILES = (
     "config.json",
     "model.safetensors",
@@ -69,8 +69,8 @@ def image_token_id(config: Any) -> int:
 
 
 def test_registry() -> None:
-    assert set(QWEN_ARCHS) <= set(ARCHS)
-    assert {"llava_onevision", "internvl", "gemma3", "glm4v"} <= set(ARCHS)
+    assert set(QWEN_ARCHS) <= set(all_builders())
+    assert {"llava_onevision", "internvl", "gemma3", "glm4v"} <= set(all_builders())
 
 
 @pytest.mark.parametrize("arch", ALL_ARCHS)
@@ -200,7 +200,7 @@ def test_demo_dataset(tmp_path: Path) -> None:
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list"]) == 0
-    assert capsys.readouterr().out.split() == sorted(ARCHS)
+    assert capsys.readouterr().out.split() == sorted(all_builders())
     assert main(["--dataset", str(tmp_path / "data"), "--samples", "2"]) == 0
     assert len(json.loads((tmp_path / "data" / "data.json").read_text())) == 2
     with pytest.raises(SystemExit):
