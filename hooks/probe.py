@@ -202,8 +202,18 @@ def recommend_branch(model_type: str) -> tuple[str, str, str, str]:
     return "b", reason, "", "qwen3vl"
 
 
+def _one_image_prompt(proc: Any) -> str:
+    """A user turn with one image, written the way the model's own chat template writes it."""
+    if getattr(proc, "chat_template", None):
+        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe it."}]}]
+        return proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    token = getattr(proc, "boi_token", None) or getattr(proc, "image_token", None) or ""
+    return f"{token} Describe it."
+
+
 def processor_facts(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
     """Processor class and the keys it emits for one image + text (best effort, reported only)."""
+    facts: dict[str, Any] = {}
     try:
         from hooks.compat import ensure_torchvision
 
@@ -212,16 +222,14 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
         from transformers import AutoProcessor
 
         proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-        facts: dict[str, Any] = {"class": type(proc).__name__}
-        token = getattr(proc, "image_token", None)
-        facts["image_token"] = token
-        facts["has_chat_template"] = bool(getattr(proc, "chat_template", None))
-        if token:
-            out = proc(text=[f"{token} describe"], images=[Image.new("RGB", (64, 64), "red")], return_tensors="pt")
-            facts["output_keys"] = sorted(out.keys())
-        return facts
+        facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
+                      "has_chat_template": bool(getattr(proc, "chat_template", None))})
+        image = Image.new("RGB", (64, 64), "red")
+        out = proc(text=[_one_image_prompt(proc)], images=[image], return_tensors="pt")
+        facts["output_keys"] = sorted(out.keys())
     except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
-        return {"error": f"{type(err).__name__}: {err}"}
+        facts["error"] = f"{type(err).__name__}: {err}"
+    return facts
 
 
 def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True) -> ModelFacts:
