@@ -10,16 +10,7 @@ import pytest
 
 from hooks import contract_smoke
 from hooks.contract_smoke import ContractError, run_contract_smoke
-
-QWEN2_5_VL_PLAN = [
-    "model.visual.blocks.{*}",
-    "model.visual.merger",
-    "model.visual",
-    "model.language_model.embed_tokens",
-    "model.language_model.layers.{*}",
-    "model.language_model",
-    "lm_head",
-]
+from tests.samples import QWEN2_5_VL_PLAN
 
 
 def _toy() -> object:

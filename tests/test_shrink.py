@@ -33,6 +33,7 @@ from hooks.shrink import (
     shrink_model_dir,
 )
 from hooks.tiny import all_builders
+from tests.samples import one_image_batch
 
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 TINY_ARCHS = tuple(sorted(all_builders()))
@@ -124,23 +125,6 @@ def _levels(data: dict[str, Any], role: str) -> list[dict[str, Any]]:
     return [lv.data for lv in iter_levels(data) if lv.role == role]
 
 
-def one_image_batch(model_dir: Path) -> dict[str, Any]:
-    """Processor output for one 64x64 image in a user turn plus an assistant answer."""
-    from hooks.compat import ensure_torchvision
-
-    ensure_torchvision()
-    from PIL import Image
-    from transformers import AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(model_dir)
-    messages = [
-        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What color is this?"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Mostly red."}]},
-    ]
-    text = processor.apply_chat_template(messages, tokenize=False)
-    return processor(text=[text], images=[Image.new("RGB", (64, 64), (220, 30, 30))], return_tensors="pt")
-
-
 def _head_dim(level: dict[str, Any]) -> int:
     heads = level.get("num_attention_heads") or level.get("num_heads")
     return level.get("head_dim") or level["hidden_size"] // heads
@@ -212,8 +196,8 @@ def test_non_weight_files_copied_verbatim(case: Case) -> None:
 
 
 def test_trains_one_step_with_unchanged_processor(case: Case, model: Any) -> None:
-    batch = one_image_batch(case.dest)
-    assert batch["input_ids"].tolist() == one_image_batch(case.src)["input_ids"].tolist()
+    batch = one_image_batch(case.dest)[1]
+    assert batch["input_ids"].tolist() == one_image_batch(case.src)[1]["input_ids"].tolist()
     image_id = getattr(model.config, "image_token_id", None) or model.config.image_token_index
     assert int((batch["input_ids"] == image_id).sum()) > 0
     model.train()

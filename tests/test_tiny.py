@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hooks.tiny import MARKER, all_builders, build_demo_dataset, build_tiny_model, main
+from tests.samples import one_image_batch
 
 QWEN_ARCHS = ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
 ALL_ARCHS = tuple(sorted(all_builders()))
@@ -27,24 +28,6 @@ REQUIRED_FILES = (
 
 def _file_bytes(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.is_file()}
-
-
-def one_image_batch(model_dir: Path) -> tuple[Any, dict[str, Any]]:
-    """Processor output for one 64x64 image in a user turn plus an assistant answer."""
-    from hooks.compat import ensure_torchvision
-
-    ensure_torchvision()
-    from PIL import Image
-    from transformers import AutoProcessor
-
-    processor = AutoProcessor.from_pretrained(model_dir)
-    messages = [
-        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What color is this?"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "Mostly red."}]},
-    ]
-    text = processor.apply_chat_template(messages, tokenize=False)
-    image = Image.new("RGB", (64, 64), (220, 30, 30))
-    return processor, processor(text=[text], images=[image], return_tensors="pt")
 
 
 def train_step(model_dir: Path) -> float:

@@ -14,6 +14,7 @@ import pytest
 
 from hooks import trainer_run
 from hooks.trainer_run import first_error, framework_env, parse_iterations, smoke_yaml
+from tests.samples import QWEN2_5_VL_PLAN
 
 PREFIX = "[Rank 0 | Local Rank 0] 2026-12-02 10:00:00,000 INFO [mindspeed_mm.fsdp.train.train_engine:46] => "
 
@@ -263,15 +264,7 @@ def branch_a_yaml(plugin_dir: str) -> dict:
             "tensor_parallel_size": 1,
             "fully_shard_parallel_size": "auto",
             "fsdp_plan": {
-                "apply_modules": [
-                    "model.visual.blocks.{*}",
-                    "model.visual.merger",
-                    "model.visual",
-                    "model.language_model.embed_tokens",
-                    "model.language_model.layers.{*}",
-                    "model.language_model",
-                    "lm_head",
-                ],
+                "apply_modules": list(QWEN2_5_VL_PLAN),
                 "param_dtype": "bf16",
                 "reduce_dtype": "fp32",
             },
