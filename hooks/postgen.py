@@ -2,7 +2,10 @@
 
 Runs in the destination checkout with the hooks interpreter the user chose.
 The plan was derived at question time and frozen into the answers file, so no
-probe runs here. ``--no-smoke`` (question ``run_smoke: false``) stops after the
+probe runs here. For a remote-code model it first copies the model's own
+modeling/configuration files next to the plugin (copier can only render
+templates; the plugin imports them relatively instead of loading code from the
+model path at import time). ``--no-smoke`` (question ``run_smoke: false``) stops after the
 summary; ``copier copy --skip-tasks`` skips this task entirely.
 
 ``python -m hooks.postgen .copier-answers/<model_id>.yml [--no-smoke]``
@@ -11,11 +14,60 @@ summary; ``copier copy --skip-tasks`` skips this task entirely.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import shutil
 import sys
 from pathlib import Path
 
 from hooks.probe import ModelFacts, render_table
 from hooks.smoke import is_mindspeed_mm_checkout, load_answers
+
+# Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
+REMOTE_CODE_DIR = "remote_code"
+
+
+def copies_remote_code(facts: ModelFacts) -> bool:
+    """The plugin subclasses a class from the model folder's own code (not a transformers class)."""
+    return facts.remote_code and not facts.class_module.startswith("transformers.")
+
+
+def remote_code_files(model_dir: Path, class_module: str) -> list[Path]:
+    """The model class's module, the AutoConfig module, and every module they import relatively.
+
+    Only what the plugin needs: processor/tokenizer code stays in the model folder (the data
+    path loads it from there), and nothing else is imported when the plugin dir is walked.
+    """
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    auto_map = json.loads((model_dir / "config.json").read_text()).get("auto_map") or {}
+    modules = [class_module.rpartition(".")[2]]
+    config_ref = auto_map.get("AutoConfig")
+    if isinstance(config_ref, str):
+        modules.append(config_ref.split("--")[-1].rpartition(".")[0])
+    files: set[Path] = set()
+    for module in modules:
+        source = model_dir / f"{module}.py"
+        if not source.is_file():
+            raise FileNotFoundError(f"model_path: {source} not found; the plugin subclasses a class defined there")
+        files.add(source)
+        files.update(Path(f) for f in get_relative_import_files(str(source)))
+    return sorted(files)
+
+
+def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> list[Path]:
+    """Copy the model's remote code verbatim into ``plugin_dir/remote_code`` (kimik2_5/kimi_k3 practice).
+
+    The folder gets no ``__init__.py`` on purpose: MindSpeed-MM's ``import_plugin`` walks only
+    packages, so the copied files are imported solely through the plugin's relative import.
+    """
+    target = plugin_dir / REMOTE_CODE_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for source in remote_code_files(model_dir, class_module):
+        shutil.copyfile(source, target / source.name)
+        copied.append(target / source.name)
+    return copied
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,15 +80,23 @@ def main(argv: list[str] | None = None) -> int:
     facts = ModelFacts(**answers["model_facts"])
     print(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
     print(render_table(facts))
+    if copies_remote_code(facts):
+        model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
+        plugin_dir = dest / "mindspeed_mm" / "fsdp" / "models" / answers["model_id"]
+        copied = copy_remote_code(model_dir, plugin_dir, facts.class_module)
+        print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
+              + ", ".join(p.name for p in copied))
     if facts.plan["problems"]:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
+    if args.no_smoke:
+        template = answers.get("_src_path", "<msmm-migrate>")
+        print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "
+              f"{args.answers}")
+        return 0
     if not is_mindspeed_mm_checkout(dest):
         print(f"note: {dest} is not a MindSpeed-MM checkout; the contract smoke will run instead of the trainer")
-    if args.no_smoke:
-        print("smoke skipped (run_smoke=false); run it later with: python -m hooks.smoke " + str(args.answers))
-        return 0
     from hooks.smoke import main as smoke_main
 
     return smoke_main([str(args.answers), "--dest", str(dest)])
