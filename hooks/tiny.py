@@ -938,7 +938,7 @@ ARCHS: dict[str, Callable[[], TinyParts]] = {
 }
 
 # More families live in sibling modules, each exposing BUILDERS: dict[str, Callable[[], TinyParts]].
-FAMILY_MODULES = ("hooks.tiny_llava", "hooks.tiny_idefics", "hooks.tiny_misc")
+FAMILY_MODULES = ("hooks.tiny_llava", "hooks.tiny_idefics", "hooks.tiny_misc", "hooks.tiny_remote")
 
 
 def all_builders() -> dict[str, Callable[[], TinyParts]]:
