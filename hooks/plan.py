@@ -18,6 +18,8 @@ emitted as MindSpeed-MM ``apply_modules`` patterns:
   head is a unit.
 * Tied weights: a unit may not contain only one side of a tie (two units would
   own one weight), so such units are dropped and the enclosing unit owns both.
+* VQ image tokenizers (``*VQVAE``) are never units: models call their ``encode()``, which
+  bypasses FSDP2's forward hooks, so the enclosing unit (or the root) owns them.
 * Order follows MindSpeed-MM's hand-written examples: vision tower internals,
   tower, projectors, language embedding, layers, tower, head. FSDP wraps in
   post-order regardless; the order only matters for prefetch.
@@ -32,7 +34,11 @@ from hooks.matching import generalize, module_name_match
 
 _BLOCK_CLASS = re.compile(r"(Layer|Block)$")
 _EXPERTS_CLASS = re.compile(r"Experts$")
+_EXPERTS_NAME = "experts"  # GLM-4.5V: ModuleList of per-expert MLPs; Aria: AriaGroupedExpertsMLP
 POST_CONTAINER_MIN_SHARE = 0.01
+# VQ image tokenizers (Chameleon, Emu3, Janus ``*VQVAE``) are entered through ``.encode()`` /
+# ``.decode()``, never ``forward()``: as FSDP2 units their forward hooks would not all-gather them.
+_NOT_FORWARDED_CLASS = re.compile(r"VQ(VAE|GAN|Model)$")
 
 
 @dataclass(frozen=True)
@@ -58,16 +64,32 @@ class ModuleTable:
 
     def __post_init__(self) -> None:
         self._by_name = {m.name: m for m in self.modules}
+        # Indexes so planning stays linear on per-expert MoEs (GLM-4.5V: ~30k modules).
+        self._children: dict[str, list[ModuleInfo]] = {}
+        for m in self.modules:
+            if m.name:
+                self._children.setdefault(m.name.rpartition(".")[0], []).append(m)
+        self._matches: dict[str, list[str]] = {}
 
     def get(self, name: str) -> ModuleInfo | None:
         return self._by_name.get(name)
 
     def children(self, name: str) -> list[ModuleInfo]:
-        prefix = f"{name}." if name else ""
-        depth = name.count(".") + 1 if name else 0
-        return [
-            m for m in self.modules if m.name.startswith(prefix) and m.name and m.name.count(".") == depth
-        ]
+        return list(self._children.get(name, ()))
+
+    def matching(self, pattern: str) -> list[str]:
+        """Names ``pattern`` matches, in module order (cached; a cheap prefix / depth filter runs first)."""
+        if pattern not in self._matches:
+            prefix = re.split(r"[{*?]", pattern, maxsplit=1)[0]
+            # ``{*}`` / ``{a-b}`` match digits only: without a bare ``*`` or ``?`` the depth is fixed.
+            free = "?" in pattern or "*" in pattern.replace("{*}", "")
+            dots = pattern.count(".")
+            self._matches[pattern] = [
+                m.name for m in self.modules
+                if m.name.startswith(prefix) and (free or m.name.count(".") == dots)
+                and module_name_match(pattern, m.name)
+            ]
+        return self._matches[pattern]
 
     @property
     def total_params(self) -> int:
@@ -172,7 +194,7 @@ def _post_container_units(table: ModuleTable, tower: str, containers: list[Modul
 
 
 def _projectors(table: ModuleTable, towers: list[str]) -> list[str]:
-    """Parameterised modules beside the towers (e.g. ``model.multi_modal_projector``)."""
+    """Parameterised modules beside the towers (e.g. ``model.multi_modal_projector``), never one enclosing a tower."""
     if len(towers) < 2:
         return []
     body = _common_prefix(towers)
@@ -180,7 +202,51 @@ def _projectors(table: ModuleTable, towers: list[str]) -> list[str]:
         kid.name
         for kid in table.children(body)
         if kid.params and kid.name not in towers and kid.name != table.output_embeddings
+        and not any(_inside(t, kid.name) for t in towers)
     ]
+
+
+def _language_body(table: ModuleTable, language: str, blocks: list[ModuleInfo]) -> str:
+    """The language tower without its LM head when the tower is a CausalLM wrapper.
+
+    Llama-4 (and remote-code VLMs such as Kimi) nest ``language_model.model`` (embeddings,
+    layers, norm) and ``language_model.lm_head`` under one ``language_model``. As a single
+    unit the head would stay gathered through the whole decoder; like every other layout
+    (and MindSpeed-MM's kimi example) the inner model is the tower and the head its own unit.
+    Kept as is when the head is tied to the embedding: one unit must own both.
+    """
+    out, inp = table.output_embeddings, table.input_embeddings
+    if not (out and inp and _inside(out, language)):
+        return language
+    for kid in table.children(language):
+        if (_inside(inp, kid.name) and not _inside(out, kid.name) and not _breaks_tie(table, kid.name)
+                and all(_inside(b.name, kid.name) for b in blocks)):
+            return kid.name
+    return language
+
+
+def find_experts(table: ModuleTable, language: str | None) -> list[str]:
+    """Routed-expert modules of the language tower (outermost only), for ``ep_plan.apply_modules``.
+
+    Fused 3-D experts are ``*Experts`` classes (Qwen3-VL-MoE, Llama-4); per-expert MLP lists
+    (GLM-4.5V) and grouped GEMMs (Aria) are only recognisable by the attribute name ``experts``.
+    ``shared_experts`` / ``shared_expert`` are dense and never expert-parallel.
+    """
+    found: list[str] = []
+    if language is None:
+        return found
+    for mod in table.modules:
+        if not mod.params or not _inside(mod.name, language) or (found and _inside(mod.name, found[-1])):
+            continue  # modules come in pre-order: an expert module's insides follow it directly
+        if _EXPERTS_CLASS.search(mod.cls) or mod.name.rpartition(".")[2] == _EXPERTS_NAME:
+            found.append(mod.name)
+    return found
+
+
+def _entered_by_forward(table: ModuleTable, unit: str) -> bool:
+    """False for modules the model calls through another method; their enclosing unit must own them."""
+    mod = table.get(unit)
+    return not (mod and _NOT_FORWARDED_CLASS.search(mod.cls))
 
 
 def _breaks_tie(table: ModuleTable, unit: str) -> bool:
@@ -203,6 +269,9 @@ def derive_plan(table: ModuleTable) -> Plan:
     blocks = [c for c in containers if is_block_container(table, c)]
     towers = find_towers(table, blocks)
     language = next((t for t in towers if table.input_embeddings and _inside(table.input_embeddings, t)), None)
+    if language is not None and (inner := _language_body(table, language, towers[language])) != language:
+        towers[inner] = towers.pop(language)
+        language = inner
     vision = [t for t in towers if t != language]
     container_names = {c.name for c in containers}
 
@@ -220,21 +289,16 @@ def derive_plan(table: ModuleTable) -> Plan:
         ordered.append(language)
     if table.output_embeddings and not (language and _inside(table.output_embeddings, language)):
         ordered.append(table.output_embeddings)
-    ordered = [n for n in ordered if n and not _breaks_tie(table, n)]
+    ordered = [n for n in ordered if n and not _breaks_tie(table, n) and _entered_by_forward(table, n)]
     apply_modules = _as_patterns(table, ordered, container_names)
 
     recompute = _as_patterns(table, [b.name for b in blocks], container_names)
-    experts = [
-        m.name
-        for m in table.modules
-        if _EXPERTS_CLASS.search(m.cls) and language and _inside(m.name, language)
-    ]
+    experts = find_experts(table, language)
     ep_modules = sorted({generalize(n) for n in experts}, key=lambda p: experts.index(
         next(n for n in experts if module_name_match(p, n))))
     hook_modules = recompute[-1:] if ep_modules and language else []
     reports, share, problems = check_plan(table, apply_modules)
-    problems += [f"recompute pattern {p!r} matches no module" for p in recompute
-                 if not any(module_name_match(p, m.name) for m in table.modules)]
+    problems += [f"recompute pattern {p!r} matches no module" for p in recompute if not table.matching(p)]
     return Plan(
         apply_modules=apply_modules,
         recompute_modules=recompute,
@@ -251,17 +315,18 @@ def derive_plan(table: ModuleTable) -> Plan:
 
 def unit_owners(table: ModuleTable, patterns: list[str]) -> dict[str, str]:
     """Map every module name to the innermost matched FSDP unit ("" = the root)."""
-    units = {m.name for m in table.modules if any(module_name_match(p, m.name) for p in patterns)}
+    units = {name for p in patterns for name in table.matching(p)}
     owners: dict[str, str] = {}
     for mod in table.modules:
-        parts = mod.name.split(".") if mod.name else []
-        owner = ""
-        for i in range(len(parts), 0, -1):
-            candidate = ".".join(parts[:i])
-            if candidate in units:
-                owner = candidate
-                break
-        owners[mod.name] = owner
+        parent = mod.name.rpartition(".")[0]
+        if mod.name in units:
+            owners[mod.name] = mod.name
+        elif mod.name and parent in owners:  # parents come first: reuse the parent's owner
+            owners[mod.name] = owners[parent]
+        else:
+            parts = mod.name.split(".") if mod.name else []
+            owners[mod.name] = next((c for i in range(len(parts) - 1, 0, -1)
+                                     if (c := ".".join(parts[:i])) in units), "")
     return owners
 
 
@@ -278,7 +343,7 @@ def check_plan(table: ModuleTable, patterns: list[str]) -> tuple[list[PatternRep
     problems: list[str] = []
     reports: list[PatternReport] = []
     for pattern in patterns:
-        hits = [m.name for m in table.modules if module_name_match(pattern, m.name)]
+        hits = table.matching(pattern)
         if not hits:
             problems.append(f"pattern {pattern!r} matches no module")
         for other in patterns:
