@@ -124,8 +124,14 @@ def run_contract_smoke(
     param_dtype: str = "fp32",
     lr: float = 1e-3,
     timeout_s: int = 600,
+    fork: bool = False,
 ) -> SmokeResult:
-    """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it."""
+    """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it.
+
+    ``fork=True`` forks the ranks from this process instead of starting fresh interpreters: a
+    caller that has already imported torch and transformers (a test session smoking many models)
+    saves their import time per rank. The CLI and the post-generation task start fresh processes.
+    """
     result = SmokeResult(mode="contract", iterations_expected=steps)
     problem = _check_inputs(model_dir, data_json, steps, nproc, param_dtype)
     if problem:
@@ -150,7 +156,7 @@ def run_contract_smoke(
         args_path = work / "args.json"
         args_path.write_text(json.dumps(asdict(args)))
         start = time.monotonic()
-        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s)
+        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s, fork=fork)
         result.wall_s = round(time.monotonic() - start, 2)
         ranks = [_read_rank_result(work, rank) for rank in range(nproc)]
         _fill_result(result, ranks, codes, timed_out, timeout_s, work)
@@ -182,9 +188,12 @@ def _worker_env(rank: int, nproc: int) -> dict[str, str]:
     return env
 
 
-def _run_ranks(args_path: Path, work: Path, nproc: int, timeout_s: int) -> tuple[list[int | None], bool]:
+def _run_ranks(
+    args_path: Path, work: Path, nproc: int, timeout_s: int, *, fork: bool = False
+) -> tuple[list[int | None], bool]:
     """Start every rank and wait; no rank outlives this call, even on an interrupt."""
-    procs = [_start_rank(args_path, work, rank, nproc) for rank in range(nproc)]
+    start = _ForkedRank if fork else _start_rank
+    procs = [start(args_path, work, rank, nproc) for rank in range(nproc)]
     try:
         timed_out = _wait_ranks(procs, time.monotonic() + timeout_s)
     finally:
@@ -204,7 +213,48 @@ def _start_rank(args_path: Path, work: Path, rank: int, nproc: int) -> subproces
         )
 
 
-def _wait_ranks(procs: list[subprocess.Popen[bytes]], deadline: float) -> bool:
+class _ForkedRank:
+    """A rank forked from the calling process, with the ``Popen`` methods ``_run_ranks`` uses."""
+
+    def __init__(self, args_path: Path, work: Path, rank: int, nproc: int) -> None:
+        import multiprocessing
+
+        env = _worker_env(rank, nproc)
+        target_args = (str(args_path), str(work / f"rank{rank}.log"), env)
+        self._proc = multiprocessing.get_context("fork").Process(target=_forked_rank_main, args=target_args)
+        self._proc.start()
+
+    @property
+    def returncode(self) -> int | None:
+        return self._proc.exitcode
+
+    def poll(self) -> int | None:
+        return self._proc.exitcode
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+    def wait(self) -> int | None:
+        self._proc.join()
+        return self._proc.exitcode
+
+
+def _forked_rank_main(args_path: str, log_path: str, env: dict[str, str]) -> None:
+    """Child side of ``_ForkedRank``: the worker's environment and log, then the worker itself."""
+    log = open(log_path, "w", buffering=1)  # noqa: SIM115 - lives until os._exit
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    os.environ.clear()
+    os.environ.update(env)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)  # OMP_NUM_THREADS is read only at import time
+    code = _worker_main(Path(args_path))
+    log.flush()
+    os._exit(code)
+
+
+def _wait_ranks(procs: list[Any], deadline: float) -> bool:
     """Wait for all ranks, or for a short grace after the first failure; True on a timeout."""
     first_failure: float | None = None
     while any(p.poll() is None for p in procs):
@@ -510,6 +560,17 @@ def _rank_batches(args: WorkerArgs, rank: int, world: int) -> Iterator[dict[str,
         index += world
 
 
+def _fall_back_to_tokenizer_template(processor: Any) -> None:
+    """Use the tokenizer's chat template when the processor has none.
+
+    Some processors cannot hold one: ``ChameleonProcessor.__init__`` takes no ``chat_template``,
+    so transformers 4.57 drops ``chat_template.jinja`` on load and only the tokenizer keeps it.
+    """
+    tokenizer = getattr(processor, "tokenizer", None)
+    if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None):
+        processor.chat_template = tokenizer.chat_template
+
+
 def _load_samples(args: WorkerArgs) -> list[list[dict[str, Any]]]:
     """Conversations in the processor's chat format, from the JSON file or the built-in sample."""
     if args.data_json is None:
@@ -568,6 +629,10 @@ def _encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """Tokenize the conversation; labels supervise only the final assistant turn, pads masked."""
     if messages[-1]["role"] != "assistant":
         raise ContractError("each sample must end with an assistant message")
+    prompt_format = PROMPT_FORMAT_ENCODERS.get(type(processor).__name__)
+    if prompt_format is not None:
+        return prompt_format(processor, messages)
+    _fall_back_to_tokenizer_template(processor)
     kwargs = {"tokenize": True, "return_dict": True, "return_tensors": "pt"}
     full = dict(processor.apply_chat_template(messages, **kwargs))
     prompt = processor.apply_chat_template(messages[:-1], add_generation_prompt=True, **kwargs)
@@ -577,6 +642,49 @@ def _encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
         labels[full["attention_mask"] == 0] = IGNORE_INDEX
     full["labels"] = labels
     return full
+
+
+def _images_prompt_answer(messages: list[dict[str, Any]]) -> tuple[list[Any], str, str]:
+    """Flatten a conversation for prompt-format models: all images, the earlier turns' text, the answer."""
+    images = [item["image"] for m in messages for item in m["content"] if item.get("type") == "image"]
+    prompt = " ".join(item["text"] for m in messages[:-1] for item in m["content"] if item.get("type") == "text")
+    answer = "".join(item["text"] for item in messages[-1]["content"] if item.get("type") == "text")
+    return images, prompt.strip(), answer
+
+
+def _encode_paligemma(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """PaliGemma has no chat template: the text is the prefix, the answer the ``suffix=``.
+
+    The processor then returns the labels (prefix masked) and the ``token_type_ids`` that the
+    model needs in training for its bidirectional prefix mask.
+    """
+    images, prompt, answer = _images_prompt_answer(messages)
+    text = processor.image_token * len(images) + prompt
+    return dict(processor(text=[text], images=images, suffix=[answer], return_tensors="pt"))
+
+
+def _encode_got_ocr2(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """GOT-OCR2 has no chat template: it writes its OCR prompt (and image pads) itself; the answer follows."""
+    import torch
+
+    images, _, answer = _images_prompt_answer(messages)
+    prompt = processor(images=images, multi_page=len(images) > 1, return_tensors="pt")
+    tail = processor.tokenizer(answer + processor.message_end_token, add_special_tokens=False, return_tensors="pt")
+    input_ids = torch.cat([prompt["input_ids"], tail["input_ids"]], dim=1)
+    labels = torch.cat([torch.full_like(prompt["input_ids"], IGNORE_INDEX), tail["input_ids"]], dim=1)
+    return {
+        "input_ids": input_ids,
+        "attention_mask": torch.ones_like(input_ids),
+        "pixel_values": prompt["pixel_values"],
+        "labels": labels,
+    }
+
+
+# Processors of models without a chat template, by class name: they build the training text themselves.
+PROMPT_FORMAT_ENCODERS = {
+    "PaliGemmaProcessor": _encode_paligemma,
+    "GotOcr2Processor": _encode_got_ocr2,
+}
 
 
 def _prepare_batch(batch: dict[str, Any], accepted: set[str] | None, dtype: torch.dtype) -> dict[str, Any]:
