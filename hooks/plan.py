@@ -61,6 +61,8 @@ class ModuleTable:
     input_embeddings: str | None = None
     output_embeddings: str | None = None
     tied: list[tuple[str, str]] = field(default_factory=list)  # module pairs sharing a weight
+    hidden_state_sources: list[str] = field(default_factory=list)  # read with output_hidden_states=True
+    no_recompute_classes: list[str] = field(default_factory=list)  # forward lacks past_key_values/**kwargs
 
     def __post_init__(self) -> None:
         self._by_name = {m.name: m for m in self.modules}
@@ -249,6 +251,10 @@ def _entered_by_forward(table: ModuleTable, unit: str) -> bool:
     return not (mod and _NOT_FORWARDED_CLASS.search(mod.cls))
 
 
+def _children_classes(table: ModuleTable, container: ModuleInfo) -> set[str]:
+    return {k.cls for k in table.children(container.name)}
+
+
 def _breaks_tie(table: ModuleTable, unit: str) -> bool:
     return any(_inside(a, unit) != _inside(b, unit) for a, b in table.tied)
 
@@ -289,10 +295,12 @@ def derive_plan(table: ModuleTable) -> Plan:
         ordered.append(language)
     if table.output_embeddings and not (language and _inside(table.output_embeddings, language)):
         ordered.append(table.output_embeddings)
-    ordered = [n for n in ordered if n and not _breaks_tie(table, n) and _entered_by_forward(table, n)]
+    ordered = [n for n in ordered if n and not _breaks_tie(table, n) and _entered_by_forward(table, n)
+               and n not in table.hidden_state_sources]
     apply_modules = _as_patterns(table, ordered, container_names)
 
-    recompute = _as_patterns(table, [b.name for b in blocks], container_names)
+    recompute = _as_patterns(table, [b.name for b in blocks if not _children_classes(table, b) & set(
+        table.no_recompute_classes)], container_names)
     experts = find_experts(table, language)
     ep_modules = sorted({generalize(n) for n in experts}, key=lambda p: experts.index(
         next(n for n in experts if module_name_match(p, n))))

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import inspect
 import json
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -211,7 +212,53 @@ def module_table(model: Any) -> ModuleTable:
             input_embeddings=names.get(id(inp)) if inp is not None else None,
             output_embeddings=names.get(id(out)) if out is not None else None,
             tied=sorted(tied),
+            hidden_state_sources=hidden_state_sources(model, names),
+            no_recompute_classes=no_recompute_classes(named),
         )
+
+
+_HIDDEN_STATES_CALL = re.compile(r"self\.(\w+)\((?:[^()]|\([^()]*\))*?output_hidden_states\s*=\s*True", re.S)
+
+
+def hidden_state_sources(model: Any, names: dict[int, str]) -> list[str]:
+    """Sub-models whose recorded hidden states the model reads (``self.tower(..., output_hidden_states=True)``).
+
+    transformers 4.57 finds a model's output recorders by ``str(type(module))``; FSDP2's
+    ``fully_shard`` swaps the class for ``FSDP<Class>``, so such a module must not become a unit
+    or its ``hidden_states`` come back ``None`` (LLaVA-OneVision, Aya Vision, Aria feature layers).
+    """
+    found: list[str] = []
+    inner = getattr(model, "model", None)
+    for owner in (model, inner) if inner is not None else (model,):
+        for method in ("get_image_features", "get_video_features", "forward"):
+            try:
+                source = inspect.getsource(getattr(type(owner), method))
+            except (AttributeError, OSError, TypeError):
+                continue
+            for attr in _HIDDEN_STATES_CALL.findall(source):
+                sub = getattr(owner, attr, None)
+                if sub is not None and getattr(sub, "_can_record_outputs", None) and id(sub) in names:
+                    found.append(names[id(sub)])
+    return sorted(set(found))
+
+
+def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:
+    """Classes whose forward takes neither ``past_key_values`` nor ``**kwargs``.
+
+    MindSpeed-MM's recompute wrapper always passes ``past_key_values=None``, so such blocks
+    (SAM's vision layers, Llama-4's vision encoder layers) cannot be recompute targets.
+    """
+    bad: set[str] = set()
+    checked: set[type] = set()
+    for _, mod in named:
+        cls = type(mod)
+        if cls in checked:
+            continue
+        checked.add(cls)
+        params = inspect.signature(cls.forward).parameters.values()
+        if not any(p.name == "past_key_values" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            bad.add(cls.__name__)
+    return sorted(bad)
 
 
 def forward_facts(cls: type) -> tuple[list[str], bool, bool]:

@@ -522,15 +522,15 @@ def _fix_gemma3n(data: dict[str, Any], dims: Dims) -> None:
 VQ_CHANNELS = 32
 
 
-def _shrink_vq(vq: dict[str, Any]) -> None:
-    """Narrow a VQ-VAE (one res block per level, 32 channels) but keep its number of levels: the
-    downsampling factor fixes the codes per image, and the codebook size the BPE mapping."""
+def _shrink_vq(vq: dict[str, Any], dims: Dims) -> None:
+    """Narrow a VQ-VAE (32 channels, ``layers`` res blocks per level) but keep its number of levels:
+    the downsampling factor fixes the codes per image, and the codebook size the BPE mapping."""
     if _is_int(vq.get("base_channels")):
         vq["base_channels"] = VQ_CHANNELS
     if isinstance(vq.get("channel_multiplier"), list):
         vq["channel_multiplier"] = [1] * len(vq["channel_multiplier"])
     if _is_int(vq.get("num_res_blocks")):
-        vq["num_res_blocks"] = 1
+        vq["num_res_blocks"] = min(vq["num_res_blocks"], dims.layers)
     if _is_int(vq.get("latent_channels")):
         vq["latent_channels"] = min(vq["latent_channels"], VQ_CHANNELS)
 
@@ -538,7 +538,7 @@ def _shrink_vq(vq: dict[str, Any]) -> None:
 def _fix_vq_family(data: dict[str, Any], dims: Dims) -> None:
     """Chameleon / Emu3 / Janus: shrink the VQ tokenizer; Janus's aligners and generation head
     project to the text width (``projection_dim`` / ``image_token_embed_dim``)."""
-    _shrink_vq(data.get("vq_config") or {})
+    _shrink_vq(data.get("vq_config") or {}, dims)
     width = (data.get("text_config") or data).get("hidden_size", dims.text_hidden)
     for sub in (data.get("vision_config") or {}, data.get("vq_config") or {}):
         for key in ("projection_dim", "image_token_embed_dim"):
