@@ -93,3 +93,21 @@ def test_every_pattern_matches_and_none_overlap() -> None:
         assert any(module_name_match(pattern, m.name) for m in tbl.modules), pattern
     for rep in plan.reports:
         assert rep.matched >= 1
+
+
+def test_tower_read_for_hidden_states_is_not_a_unit() -> None:
+    """fully_shard renames the class; transformers 4.57 then finds no output recorders for it."""
+    tbl = qwen_like()
+    tbl.hidden_state_sources = ["model.visual"]
+    plan = derive_plan(tbl)
+    assert "model.visual" not in plan.apply_modules
+    assert "model.visual.blocks.{*}" in plan.apply_modules and plan.problems == []
+
+
+def test_blocks_without_past_key_values_are_not_recomputed() -> None:
+    """MindSpeed-MM's recompute wrapper always passes past_key_values=None."""
+    tbl = qwen_like()
+    tbl.no_recompute_classes = ["VisionBlock"]
+    plan = derive_plan(tbl)
+    assert plan.recompute_modules == ["model.language_model.layers.{*}"]
+    assert "model.visual.blocks.{*}" in plan.apply_modules
