@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from hooks.tiny import MARKER, all_builders, build_demo_dataset, build_tiny_model, main
+from hooks.tiny import ARCHS, MARKER, all_builders, build_demo_dataset, build_tiny_model, main
 from tests.samples import one_image_batch
 
 QWEN_ARCHS = ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")
-# Remote-code fixtures need trust_remote_code; tests/test_remote_code.py covers them.
-ALL_ARCHS = tuple(sorted(a for a in all_builders() if not a.startswith("remote")))
+
+ALL_ARCHS = tuple(sorted(ARCHS))  # core families; the family test files and test_matrix cover the rest
 REQUIRED_FILES = (
     "config.json",
     "model.safetensors",
