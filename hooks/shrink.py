@@ -502,7 +502,9 @@ MOBILENETV5_TINY_ARGS = {"channel_multiplier": 0.0625, "stem_size": 16}
 
 def _fix_gemma3n(data: dict[str, Any], dims: Dims) -> None:
     """Gemma 3n: timm vision tower narrowed through ``model_args`` (its output width is fixed), conformer
-    audio and text fields outside the generic names; KV sharing off (two layers have no donor layer)."""
+    audio, and text fields outside the generic names: per-layer FFN widths, the per-layer input width
+    (x vocab x layers: 8 gives 4M parameters for a 262k vocabulary and two layers), LAuReL rank; KV sharing off,
+    since a shallow stack has no earlier layer of each attention type to share from."""
     vision = data.get("vision_config") or {}
     if vision:
         vision["hidden_size"] = MOBILENETV5_WIDTH
@@ -514,7 +516,7 @@ def _fix_gemma3n(data: dict[str, Any], dims: Dims) -> None:
     text = data.get("text_config") or {}
     depth = text.get("num_hidden_layers")
     if _is_int(depth):
-        text.update(intermediate_size=[dims.text_ffn] * depth, hidden_size_per_layer_input=16, laurel_rank=8,
+        text.update(intermediate_size=[dims.text_ffn] * depth, hidden_size_per_layer_input=8, laurel_rank=8,
                     num_kv_shared_layers=0)
 
 
