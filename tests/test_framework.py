@@ -22,7 +22,9 @@ from tests.copier_run import commit_all, copy, git_init
 
 pytestmark = pytest.mark.tier2
 
-CASES = [("qwen2_5_vl", "qwen2_5_vl"), ("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl_moe_hf")]
+# Every family whose chat format an in-repo template speaks today (data branch a).
+CASES = [("qwen2_5_vl", "qwen2_5_vl"), ("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl_moe_hf"),
+         ("qwen2_vl", "qwen2_vl_hf"), ("glm4v", "glm4v_hf"), ("glm4v_moe", "glm4v_moe_hf")]
 
 
 @pytest.fixture(scope="module")
