@@ -421,15 +421,21 @@ def _qwen_pixel_budget(patch: int, merge: int) -> dict[str, int]:
     return {"shortest_edge": factor * factor, "longest_edge": 4 * factor * factor}
 
 
-def _build_qwen2_5_vl() -> TinyParts:
-    """Qwen2.5-VL: window attention vision tower with one full-attention block."""
-    import transformers as tf
-
+def _qwen2_vl_text() -> tuple[Any, dict[str, int], dict[str, Any]]:
+    """Tokenizer, special ids and mRoPE Qwen2 text config shared by Qwen2-VL and Qwen2.5-VL."""
     tokenizer = _qwen_tokenizer(QWEN2_ADDED_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
     ids = _qwen_ids(tokenizer)
     text = _qwen_text_config(tokenizer, ids, [2, 3, 3])
     text["rope_scaling"]["type"] = "mrope"
     text.update(rope_theta=1000000.0, max_window_layers=TEXT_LAYERS, use_sliding_window=False)
+    return tokenizer, ids, text
+
+
+def _build_qwen2_5_vl() -> TinyParts:
+    """Qwen2.5-VL: window attention vision tower with one full-attention block."""
+    import transformers as tf
+
+    tokenizer, ids, text = _qwen2_vl_text()
     vision = {
         "depth": VISION_DEPTH,
         "hidden_size": VISION_HIDDEN,

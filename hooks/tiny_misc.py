@@ -47,9 +47,8 @@ from hooks.tiny import (
     _build_glm4v,
     _padded_vocab,
     _qwen2_text,
-    _qwen_ids,
+    _qwen2_vl_text,
     _qwen_pixel_budget,
-    _qwen_text_config,
     _qwen_tokenizer,
     _siglip_vision,
     _vision_token_ids,
@@ -62,11 +61,7 @@ def _build_qwen2_vl() -> TinyParts:
     """Qwen2-VL: full-attention vision tower (``embed_dim`` wide), patch merger, mRoPE Qwen2 text."""
     import transformers as tf
 
-    tokenizer = _qwen_tokenizer(QWEN2_ADDED_TOKENS, QWEN2_VL_CHAT_TEMPLATE)
-    ids = _qwen_ids(tokenizer)
-    text = _qwen_text_config(tokenizer, ids, [2, 3, 3])
-    text["rope_scaling"]["type"] = "mrope"
-    text.update(rope_theta=1000000.0, max_window_layers=TEXT_LAYERS, use_sliding_window=False)
+    tokenizer, ids, text = _qwen2_vl_text()
     vision = {
         "depth": VISION_DEPTH,
         "embed_dim": VISION_HIDDEN,
