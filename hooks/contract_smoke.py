@@ -249,9 +249,7 @@ def _forked_rank_main(args_path: str, log_path: str, env: dict[str, str]) -> Non
     os.environ.update(env)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)  # OMP_NUM_THREADS is read only at import time
-    code = _worker_main(Path(args_path))
-    log.flush()
-    os._exit(code)
+    _exit_now(_worker_main(Path(args_path)))
 
 
 def _wait_ranks(procs: list[Any], deadline: float) -> bool:
@@ -345,7 +343,6 @@ def _worker_main(args_path: Path) -> int:
         code = 1
     out.peak_rss_mb = _peak_rss_mb()
     (Path(args.result_dir) / f"result{rank}.json").write_text(json.dumps(asdict(out)))
-    _destroy_process_group()
     return code
 
 
@@ -399,13 +396,13 @@ def _seed_everything(seed: int) -> None:
         np.random.seed(seed)
 
 
-def _destroy_process_group() -> None:
-    """Tear the group down if it was made; a failed teardown must not hide the real result."""
-    import torch.distributed as dist
-
-    with contextlib.suppress(Exception):
-        if dist.is_initialized():
-            dist.destroy_process_group()
+def _exit_now(code: int) -> None:
+    """Leave without tearing down gloo: the result is written, and a rank whose peer already exited can
+    abort in gloo's C++ destructors ("terminate called without an active exception"), turning a
+    finished run into a crash. The OS closes the sockets."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _peak_rss_mb() -> float:
@@ -732,7 +729,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: print the summary line; exit 0 on PASS, 1 on FAIL. ``--worker ARGS`` runs one rank."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
-        return _worker_main(Path(argv[1]))
+        code = _worker_main(Path(argv[1]))
+        _exit_now(code)
     ns = _parser().parse_args(argv)
     result = run_contract_smoke(
         ns.model_dir,
