@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
+
+from hooks.shrink import is_weight_file
+
+FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 
 # The plan the probe derives for Qwen2.5-VL (MindSpeed-MM example order).
 QWEN2_5_VL_PLAN = [
@@ -15,6 +21,49 @@ QWEN2_5_VL_PLAN = [
     "model.language_model",
     "lm_head",
 ]
+
+
+# Special tokens whose ids a published Qwen config names; re-pointed at the tiny tokenizer.
+TOKEN_IDS = {
+    "image_token_id": "<|image_pad|>",
+    "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>",
+    "vision_end_token_id": "<|vision_end|>",
+    "vision_token_id": "<|vision_pad|>",
+    "bos_token_id": "<|endoftext|>",
+    "eos_token_id": "<|im_end|>",
+}
+
+
+def retarget_token_ids(config: dict[str, Any], tokenizer: Any) -> None:
+    """Point the published config's token ids at the tiny tokenizer (top level and sub-configs)."""
+    for key, token in TOKEN_IDS.items():
+        if key in config:
+            config[key] = tokenizer.convert_tokens_to_ids(token)
+    for value in config.values():
+        if isinstance(value, dict) and "model_type" in value:
+            retarget_token_ids(value, tokenizer)
+
+
+def full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
+    """Published config + tiny tokenizer/processor + unreadable fake weight shards."""
+    from transformers import AutoTokenizer
+
+    dest.mkdir(parents=True)
+    for item in tiny_dir.iterdir():
+        if item.is_file() and item.name != "config.json" and not item.name.startswith("."):
+            if not is_weight_file(item.name):
+                shutil.copy2(item, dest / item.name)
+    config = json.loads((FULL_CONFIGS / name / "config.json").read_text())
+    retarget_token_ids(config, AutoTokenizer.from_pretrained(tiny_dir))
+    (dest / "config.json").write_text(json.dumps(config, indent=2))
+    # Reading these would fail: proves the shrinker never touches the weights.
+    (dest / "model-00001-of-00002.safetensors").write_bytes(b"not a safetensors file")
+    (dest / "model.safetensors.index.json").write_text('{"weight_map": {}}')
+    (dest / "original").mkdir()
+    (dest / "original" / "consolidated.00.pth").write_bytes(b"not a checkpoint")
+    (dest / "original" / "params.json").write_text('{"dim": 4096}')
+    return dest
 
 
 def one_image_batch(model_dir: Path) -> tuple[Any, dict[str, Any]]:

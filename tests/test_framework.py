@@ -84,3 +84,16 @@ def test_generated_yaml_loads_with_mindspeed_config_loader(checkout: Path, tiny_
     expected = yaml.safe_load(config.read_text())["parallel"]["fsdp_plan"]["apply_modules"]
     assert f"APPLY {expected}" in loaded.stdout
     assert f"MODEL {model_id}" in loaded.stdout
+
+
+def test_full_size_config_trains_shrunk_through_real_trainer(checkout: Path, tiny_models, template_src: Path,
+                                                             tmp_path: Path) -> None:
+    """A 7B config without readable weights: probed at full size, shrunk, trained by the real trainer."""
+    from tests.samples import full_model_dir
+
+    model = full_model_dir("Qwen2.5-VL-7B-Instruct", tiny_models("qwen2_5_vl"), tmp_path / "qwen2_5_vl_7b")
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="qwen2_5_vl_7b", model_path=model)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert re.search(r"smoke\[framework\] PASS: 5/5", done.stdout), done.stdout[-2000:]
+    report = (checkout / "examples/qwen2_5_vl_7b/MIGRATION.md").read_text()
+    assert "shrunk copy of" in report

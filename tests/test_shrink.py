@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,20 +32,10 @@ from hooks.shrink import (
     shrink_model_dir,
 )
 from hooks.tiny import ARCHS
-from tests.samples import one_image_batch
+from tests.samples import full_model_dir, one_image_batch
 
-FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 TINY_ARCHS = tuple(sorted(ARCHS))  # core families; tests/test_family_*.py shrink the others
 FULL = {"Qwen2.5-VL-7B-Instruct": "qwen2_5_vl", "Qwen3-VL-30B-A3B-Instruct": "qwen3_vl_moe"}
-TOKEN_IDS = {
-    "image_token_id": "<|image_pad|>",
-    "video_token_id": "<|video_pad|>",
-    "vision_start_token_id": "<|vision_start|>",
-    "vision_end_token_id": "<|vision_end|>",
-    "vision_token_id": "<|vision_pad|>",
-    "bos_token_id": "<|endoftext|>",
-    "eos_token_id": "<|im_end|>",
-}
 PARAM_BUDGET = 5_000_000
 
 
@@ -55,37 +44,6 @@ class Case:
     name: str
     src: Path
     dest: Path
-
-
-def _retarget_token_ids(config: dict[str, Any], tokenizer: Any) -> None:
-    """Point the published config's token ids at the tiny tokenizer (top level and sub-configs)."""
-    for key, token in TOKEN_IDS.items():
-        if key in config:
-            config[key] = tokenizer.convert_tokens_to_ids(token)
-    for value in config.values():
-        if isinstance(value, dict) and "model_type" in value:
-            _retarget_token_ids(value, tokenizer)
-
-
-def _full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
-    """Published config + tiny tokenizer/processor + unreadable fake weight shards."""
-    from transformers import AutoTokenizer
-
-    dest.mkdir(parents=True)
-    for item in tiny_dir.iterdir():
-        if item.is_file() and item.name != "config.json" and not item.name.startswith("."):
-            if not is_weight_file(item.name):
-                shutil.copy2(item, dest / item.name)
-    config = json.loads((FULL_CONFIGS / name / "config.json").read_text())
-    _retarget_token_ids(config, AutoTokenizer.from_pretrained(tiny_dir))
-    (dest / "config.json").write_text(json.dumps(config, indent=2))
-    # Reading these would fail: proves the shrinker never touches the weights.
-    (dest / "model-00001-of-00002.safetensors").write_bytes(b"not a safetensors file")
-    (dest / "model.safetensors.index.json").write_text('{"weight_map": {}}')
-    (dest / "original").mkdir()
-    (dest / "original" / "consolidated.00.pth").write_bytes(b"not a checkpoint")
-    (dest / "original" / "params.json").write_text('{"dim": 4096}')
-    return dest
 
 
 CASES = [f"tiny:{a}" for a in TINY_ARCHS] + [f"full:{n}" for n in FULL]
@@ -98,7 +56,7 @@ def case(request: pytest.FixtureRequest, tiny_models, tmp_path_factory: pytest.T
     if kind == "tiny":
         src = tiny_models(name)
     else:
-        src = _full_model_dir(name, tiny_models(FULL[name]), root / "src")
+        src = full_model_dir(name, tiny_models(FULL[name]), root / "src")
     dest = shrink_model_dir(src, root / "dest")
     return Case(request.param, src, dest)
 
