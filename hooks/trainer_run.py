@@ -46,11 +46,6 @@ _ERROR_LINE_RE = re.compile(r"^\s*(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|E
 # --- environment ----------------------------------------------------------------------------------
 
 
-def _mindspeed_on_path(mm_home: Path) -> bool:
-    """MindSpeed core is already reachable: copied into the MM tree (README way) or installed."""
-    return (mm_home / "mindspeed").is_dir() or importlib.util.find_spec("mindspeed") is not None
-
-
 def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool) -> dict[str, str]:
     """Environment for the trainer processes (a full copy of ours plus the framework's needs).
 
@@ -71,7 +66,7 @@ def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bo
     )
     paths = [str(BRIDGES_DIR)] if cpu_bridges else []
     paths.append(str(Path(mm_home).resolve()))
-    if mindspeed_home is not None and not _mindspeed_on_path(Path(mm_home)):
+    if mindspeed_home is not None:  # explicit wins; a copy inside the MM root still comes first
         paths.append(str(Path(mindspeed_home).resolve()))
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])

@@ -219,7 +219,6 @@ def test_smoke_yaml_max_samples_capped_by_dataset(tmp_path: Path) -> None:
 
 def test_framework_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    monkeypatch.setattr(trainer_run, "_mindspeed_on_path", lambda _mm: False)
     env = framework_env(tmp_path / "mm", tmp_path / "ms", cpu_bridges=True)
     assert env["NON_MEGATRON"] == "true" and env["MSMM_CPU_BRIDGES"] == "1"
     assert env["HF_HUB_OFFLINE"] == env["HF_DATASETS_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
@@ -232,13 +231,10 @@ def test_framework_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert (trainer_run.BRIDGES_DIR / "sitecustomize.py").is_file()
 
 
-def test_framework_env_without_bridges_or_needless_mindspeed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_framework_env_without_bridges_or_mindspeed_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MSMM_CPU_BRIDGES", "1")
     monkeypatch.setenv("PYTHONPATH", "/keep")
-    monkeypatch.setattr(trainer_run, "_mindspeed_on_path", lambda _mm: True)
-    env = framework_env(tmp_path / "mm", tmp_path / "ms", cpu_bridges=False)
+    env = framework_env(tmp_path / "mm", None, cpu_bridges=False)
     assert "MSMM_CPU_BRIDGES" not in env
     assert env["PYTHONPATH"].split(os.pathsep) == [str((tmp_path / "mm").resolve()), "/keep"]
 
