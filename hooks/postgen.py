@@ -70,6 +70,22 @@ def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> li
     return copied
 
 
+def report_parity(dest: Path, answers: dict) -> None:
+    """Check the chosen template against the model's own chat template; warn, never fail the copy."""
+    from hooks.parity import parity_for_answers
+    from hooks.report import parity_section, write_section
+
+    result, why = parity_for_answers(dest, answers)
+    if result is None:
+        print(f"data parity: not checked ({why})")
+        return
+    print(result.summary())
+    if not result.ok:
+        print("WARNING: the data path's template does not reproduce the model's own chat format; see the "
+              "Data parity section of MIGRATION.md before training", file=sys.stderr)
+    write_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", "parity", parity_section(result))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hooks.postgen", description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=Path)
@@ -90,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
+    report_parity(dest, answers)
     if args.no_smoke:
         template = answers.get("_src_path", "<msmm-migrate>")
         print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "

@@ -10,9 +10,6 @@ from pathlib import Path
 
 from hooks.verdict import SmokeResult
 
-BEGIN = "<!-- msmm-smoke:begin -->"
-END = "<!-- msmm-smoke:end -->"
-
 
 def _rss(peaks: list[float]) -> str:
     return f"; peak RSS per rank: {', '.join(f'{x:.0f} MB' for x in peaks)}" if peaks else ""
@@ -34,14 +31,26 @@ def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN00
     return "\n".join(lines)
 
 
-def write_smoke_section(migration_md: Path, result: SmokeResult, inputs, note: str) -> bool:  # noqa: ANN001
-    """Replace the block between the markers; False (and no write) when the markers are gone."""
+def write_section(migration_md: Path, name: str, body: str) -> bool:
+    """Replace the block between ``<!-- msmm-<name>:begin/end -->``; False (no write) when the markers are gone."""
+    begin, end_marker = f"<!-- msmm-{name}:begin -->", f"<!-- msmm-{name}:end -->"
     if not migration_md.is_file():
         return False
     text = migration_md.read_text()
-    start, end = text.find(BEGIN), text.find(END)
+    start, end = text.find(begin), text.find(end_marker)
     if start < 0 or end < start:
         return False
-    new = text[: start + len(BEGIN)] + "\n" + smoke_section(result, inputs, note) + "\n" + text[end:]
-    migration_md.write_text(new)
+    migration_md.write_text(text[: start + len(begin)] + "\n" + body + "\n" + text[end:])
     return True
+
+
+def write_smoke_section(migration_md: Path, result: SmokeResult, inputs, note: str) -> bool:  # noqa: ANN001
+    return write_section(migration_md, "smoke", smoke_section(result, inputs, note))
+
+
+def parity_section(result) -> str:  # noqa: ANN001 - hooks.parity.ParityResult
+    """The parity verdict and its evidence as Markdown (diff lines in a code block)."""
+    lines = [f"- verdict: **{result.verdict}**"] + [f"- {d}" for d in result.details]
+    if result.diff_lines:
+        lines += ["", "```", *result.diff_lines, "```"]
+    return "\n".join(lines)

@@ -1,0 +1,356 @@
+"""Data parity: does MindSpeed-MM's huggingface data path speak the model's own chat format?
+
+Branch a trains through a *registered* template + mm_plugin chosen by name. If that template
+differs from the model's own chat template (other role markers, another image-token count,
+a different end-of-turn token), training still runs and the loss still falls, but the model
+learns a format it never sees at inference. This check encodes one chat sample with one image
+both ways, in a subprocess that imports the real ``mindspeed_mm`` (CPU bridges where needed):
+
+- MindSpeed-MM: ``load_tokenizer`` -> ``get_template_and_fix_tokenizer`` ->
+  ``mm_plugin.process_messages`` -> ``process_token_ids`` -> ``encode_multiturn`` (as
+  ``SupervisedDatasetProcessor`` does, default system prompt included, no truncation);
+- reference: the model's own ``AutoProcessor.apply_chat_template(..., tokenize=True)``.
+
+Verdicts: ``match`` (identical ids), ``compatible`` (same image-token count, same media and
+answer tokens; other differences listed), ``mismatch`` (image-token count, media span or answer
+tokens differ), ``error`` (the check itself could not run).
+
+``python -m hooks.parity .copier-answers/<model_id>.yml [--dest CHECKOUT] [--template NAME]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SAMPLE_QUESTION = "What color is this?"
+SAMPLE_ANSWER = "The image is red."
+TEXT_LIMIT = 600  # characters of each decoded sequence kept in the result
+CONTEXT_TOKENS = 4  # tokens of context on each side of a reported difference
+MAX_DIFF_LINES = 12
+_MARK = "PARITY_JSON "
+
+# Runs inside framework_env (cwd = MindSpeed-MM root). Mirrors SupervisedDatasetProcessor._encode_data_example
+# without truncation, and records where the trained answer lies on both sides.
+_SCRIPT = r'''
+import json, sys
+from PIL import Image
+model_dir, template_name, question, answer = sys.argv[1:5]
+image = Image.new("RGB", (64, 64), (200, 30, 30))
+
+from mindspeed_mm.fsdp.data.data_utils.func_utils.convert import load_tokenizer
+from mindspeed_mm.fsdp.data.data_utils.func_utils.model_args import ProcessorArguments
+from mindspeed_mm.fsdp.data.data_utils.func_utils.template import get_template_and_fix_tokenizer
+
+module = load_tokenizer(ProcessorArguments(model_name_or_path=model_dir))
+tokenizer, processor = module["tokenizer"], module["processor"]
+template = get_template_and_fix_tokenizer(tokenizer, template_name)
+messages = [{"role": "user", "content": "<image>" + question}, {"role": "assistant", "content": answer}]
+messages = template.mm_plugin.process_messages(messages, [image], [], [], processor)
+mm_ids, _ = template.mm_plugin.process_token_ids([], [], [image], [], [], tokenizer, processor)
+(source, target), = template.encode_multiturn(tokenizer, messages, "", [])
+answer_start = len(mm_ids) + len(source)
+mm_ids = mm_ids + source + target
+if template.efficient_eos:
+    mm_ids.append(tokenizer.eos_token_id)
+
+from transformers import AutoProcessor
+own = AutoProcessor.from_pretrained(model_dir, local_files_only=True)
+hf_user = {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": question}]}
+hf_assistant = {"role": "assistant", "content": answer}  # plain text: what every chat template accepts
+def encode(msgs, gen):
+    # apply_chat_template(tokenize=True) needs list content in every turn, which some released templates
+    # (GLM-4.1V) print verbatim for the assistant: render the text, then tokenize it the way it would.
+    text = own.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
+    bos = own.tokenizer.bos_token
+    kwargs = {"add_special_tokens": False} if bos is not None and text.startswith(bos) else {}
+    ids = own(text=[text], images=[image], **kwargs)["input_ids"]
+    ids = ids.tolist() if hasattr(ids, "tolist") else ids
+    return [int(i) for i in ids[0]]
+ref_ids = encode([hf_user, hf_assistant], False)
+ref_prompt = encode([hf_user], True)
+image_token = getattr(template.mm_plugin, "image_token", None)
+own_tok = own.tokenizer
+pieces = {}
+for i in set(mm_ids) | set(ref_ids):
+    pieces[i] = own_tok.decode([i], skip_special_tokens=False)
+print("PARITY_JSON " + json.dumps({
+    "mm_ids": [int(i) for i in mm_ids], "mm_answer_start": answer_start,
+    "ref_ids": ref_ids, "ref_prompt_ids": ref_prompt,
+    "image_token": image_token,
+    "terminator_ids": sorted({i for i in [tokenizer.eos_token_id, own_tok.eos_token_id]
+                              + [own_tok.convert_tokens_to_ids(w) for w in (template.stop_words or [])]
+                              if isinstance(i, int) and i != own_tok.unk_token_id}),
+    "image_token_id": own_tok.convert_tokens_to_ids(image_token) if image_token else None,
+    "pieces": {str(k): v for k, v in pieces.items()},
+    "mm_text": tokenizer.decode(mm_ids, skip_special_tokens=False),
+    "ref_text": own_tok.decode(ref_ids, skip_special_tokens=False),
+}))
+'''
+
+
+@dataclass
+class ParityResult:
+    """Outcome of one parity check: the verdict, why, and what each side produced (decoded, truncated)."""
+
+    verdict: str  # match | compatible | mismatch | error
+    details: list[str] = field(default_factory=list)
+    mm_text: str = ""
+    ref_text: str = ""
+    diff_lines: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Training on this template teaches the model its own format (differences, if any, are benign)."""
+        return self.verdict in ("match", "compatible")
+
+    def summary(self) -> str:
+        """Human-readable report: verdict, details, then the listed differences."""
+        lines = [f"data parity: {self.verdict.upper()}"] + [f"  {d}" for d in self.details]
+        if self.diff_lines:
+            lines += ["  differences (MindSpeed-MM | model's own processor):"] + [f"    {d}" for d in self.diff_lines]
+        return "\n".join(lines)
+
+
+# --- pure comparison ------------------------------------------------------------------------------
+
+
+def _span_of(ids: Sequence[int], token_id: int | None) -> tuple[int, int]:
+    """[first, last] + one wrapper token each side (vision start/end): the media span both sides must share."""
+    hits = [i for i, t in enumerate(ids) if t == token_id] if token_id is not None else []
+    if not hits:
+        return (0, 0)
+    return (max(hits[0] - 1, 0), min(hits[-1] + 2, len(ids)))
+
+
+def _strip_blank(ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> list[int]:
+    """Drop whitespace-only tokens at both ends: where "\n" falls between prompt and answer is the full diff's job."""
+    out = list(ids)
+    while out and not decode(out[-1:]).strip():
+        out.pop()
+    while out and not decode(out[:1]).strip():
+        out.pop(0)
+    return out
+
+
+def _drop_added_terminator(
+    mm_answer: list[int], ref_answer: list[int], terminators: Collection[int]
+) -> tuple[list[int], bool]:
+    """MindSpeed-MM's answer minus a final stop token the model's template leaves to generation (GLM style).
+
+    Training must teach the model to stop, so a trailing eos/stop word that the reference simply does
+    not render is benign; a *different* stop token than the reference's is not.
+    """
+    if mm_answer and mm_answer[-1] in terminators and not (ref_answer and ref_answer[-1] in terminators):
+        return mm_answer[:-1], True
+    return mm_answer, False
+
+
+def _show(ids: Sequence[int], start: int, end: int, decode: Callable[[Sequence[int]], str]) -> str:
+    """Decoded ``ids[start:end]`` with context, as a repr so newlines and special tokens stay visible."""
+    lo, hi = max(start - CONTEXT_TOKENS, 0), min(end + CONTEXT_TOKENS, len(ids))
+    return f"...{decode(ids[lo:start])!r} [{decode(ids[start:end])!r}] {decode(ids[end:hi])!r}..."
+
+
+def diff_lines(
+    mm_ids: Sequence[int], ref_ids: Sequence[int], decode: Callable[[Sequence[int]], str]
+) -> list[str]:
+    """Each differing region of the two id sequences, decoded on both sides with a little context."""
+    matcher = difflib.SequenceMatcher(a=list(mm_ids), b=list(ref_ids), autojunk=False)
+    lines = []
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        lines.append(f"{op} at token {a0}|{b0}: {_show(mm_ids, a0, a1, decode)} | {_show(ref_ids, b0, b1, decode)}")
+    if len(lines) > MAX_DIFF_LINES:
+        lines = lines[:MAX_DIFF_LINES] + [f"... {len(lines) - MAX_DIFF_LINES} more"]
+    return lines
+
+
+def first_divergence(mm_ids: Sequence[int], ref_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> str:
+    """Where the two sequences first part, decoded on both sides (the quickest pointer for a user)."""
+    n = answer_start(mm_ids, ref_ids)  # length of the common prefix
+    return (f"first divergence at token {n}: MindSpeed-MM {_show(mm_ids, n, n + CONTEXT_TOKENS, decode)} vs "
+            f"model {_show(ref_ids, n, n + CONTEXT_TOKENS, decode)}")
+
+
+def compare_ids(
+    mm_ids: Sequence[int],
+    ref_ids: Sequence[int],
+    *,
+    image_token_id: int | None,
+    mm_answer_start: int,
+    ref_answer_start: int,
+    decode: Callable[[Sequence[int]], str],
+    terminator_ids: Collection[int] = (),
+) -> ParityResult:
+    """Judge MindSpeed-MM's ids against the model's own: what training would feed vs what inference expects.
+
+    The image-token count must agree (the model scatters exactly that many image features), the
+    media span (image tokens with their wrappers) and the trained answer (from its start to the end,
+    trailing whitespace ignored) must be identical; anything else is listed but tolerated.
+    """
+    mm_ids, ref_ids = list(mm_ids), list(ref_ids)
+    n_mm, n_ref = mm_ids.count(image_token_id), ref_ids.count(image_token_id)
+    details = [f"image tokens: MindSpeed-MM {n_mm}, model {n_ref}",
+               f"sequence length: MindSpeed-MM {len(mm_ids)}, model {len(ref_ids)}"]
+    if mm_ids == ref_ids:
+        return ParityResult("match", details + ["token ids identical"])
+    lines = diff_lines(mm_ids, ref_ids, decode)
+    details.append(first_divergence(mm_ids, ref_ids, decode))
+    problems = []
+    if n_mm != n_ref or image_token_id is None:
+        problems.append("image-token count differs: the model's image-feature count would not match its input")
+    (a0, a1), (b0, b1) = _span_of(mm_ids, image_token_id), _span_of(ref_ids, image_token_id)
+    if mm_ids[a0:a1] != ref_ids[b0:b1]:
+        problems.append(f"media span differs: {decode(mm_ids[a0:a1])[:80]!r} vs {decode(ref_ids[b0:b1])[:80]!r}")
+    mm_answer = _strip_blank(mm_ids[mm_answer_start:], decode)
+    ref_answer = _strip_blank(ref_ids[ref_answer_start:], decode)
+    details.append(f"trained answer: MindSpeed-MM {decode(mm_answer)!r}, model {decode(ref_answer)!r}")
+    mm_answer, added = _drop_added_terminator(mm_answer, ref_answer, set(terminator_ids))
+    if added:
+        details.append("MindSpeed-MM ends the answer with a stop token the model's template leaves to generation "
+                       "(benign: it teaches the model to stop)")
+    if mm_answer != ref_answer:
+        problems.append(_answer_problem(decode(mm_answer), decode(ref_answer)))
+    if problems:
+        return ParityResult("mismatch", details + problems, diff_lines=lines)
+    return ParityResult("compatible", details + ["differences lie outside the media and answer spans"],
+                        diff_lines=lines)
+
+
+def _answer_problem(mm_text: str, ref_text: str) -> str:
+    """Why differing answer tokens matter, naming the usual cause (a Reasoning template's empty think block)."""
+    why = "answer tokens differ: training would teach another reply format than inference uses"
+    if "<think>" in mm_text and "<think>" not in ref_text:
+        why += (" (MindSpeed-MM trains an empty <think></think> block before every answer: a Reasoning template "
+                "with enable_thinking; use its *_nothink variant if registered, else a branch-b template)")
+    return why
+
+
+def answer_start(ids: Sequence[int], prompt_ids: Sequence[int]) -> int:
+    """Where the reference answer starts: after the generation prompt (its common prefix with the full sample)."""
+    n = 0
+    for a, b in zip(ids, prompt_ids, strict=False):
+        if a != b:
+            break
+        n += 1
+    return n
+
+
+def judge_payload(payload: dict[str, Any]) -> ParityResult:
+    """Turn the subprocess's JSON into a verdict (kept separate so it is testable without MindSpeed-MM)."""
+    pieces = {int(k): v for k, v in payload["pieces"].items()}
+
+    def decode(ids: Sequence[int]) -> str:
+        return "".join(pieces.get(i, f"<{i}>") for i in ids)
+
+    result = compare_ids(
+        payload["mm_ids"], payload["ref_ids"], image_token_id=payload["image_token_id"],
+        mm_answer_start=payload["mm_answer_start"],
+        ref_answer_start=answer_start(payload["ref_ids"], payload["ref_prompt_ids"]), decode=decode,
+        terminator_ids=payload.get("terminator_ids", ()),
+    )
+    result.mm_text = payload["mm_text"][:TEXT_LIMIT]
+    result.ref_text = payload["ref_text"][:TEXT_LIMIT]
+    return result
+
+
+# --- running it -----------------------------------------------------------------------------------
+
+
+def _parse_output(stdout: str) -> dict[str, Any] | None:
+    """The script's JSON line (the framework logs freely to stdout, so look for the marker)."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(_MARK):
+            return json.loads(line[len(_MARK):])
+    return None
+
+
+def check_parity(
+    mm_home: Path,
+    model_dir: Path,
+    template: str,
+    *,
+    mindspeed_home: Path | None = None,
+    python: str = sys.executable,
+    timeout_s: float = 600,
+) -> ParityResult:
+    """Encode one image+chat sample through MindSpeed-MM's data path and the model's processor; compare."""
+    from hooks.trainer_run import detect_device, framework_env
+
+    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=detect_device() == "cpu")
+    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    cmd = [python, "-c", _SCRIPT, str(Path(model_dir).resolve()), template, SAMPLE_QUESTION, SAMPLE_ANSWER]
+    try:
+        done = subprocess.run(cmd, cwd=str(mm_home), env=env, capture_output=True, text=True, timeout=timeout_s,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return ParityResult("error", [f"parity script ran past {timeout_s:.0f} s"])
+    payload = _parse_output(done.stdout)
+    if done.returncode != 0 or payload is None:
+        tail = (done.stdout[-1500:] + done.stderr[-3000:]).strip().splitlines()[-25:]
+        return ParityResult("error", [f"parity script failed (exit {done.returncode})"] + tail)
+    result = judge_payload(payload)
+    result.details.insert(0, f"template {template!r} vs {Path(model_dir).name}'s own chat template")
+    return result
+
+
+def _resolve_template(answers: dict[str, Any], override: str | None) -> str | None:
+    """The registered template to check: ``--template``, else branch a's ``chat_template`` answer."""
+    if override:
+        return override
+    if answers.get("data_branch", "a") == "a":
+        return answers.get("chat_template") or None
+    return None
+
+
+def parity_for_answers(
+    dest: Path, answers: dict[str, Any], template: str | None = None
+) -> tuple[ParityResult | None, str]:
+    """Run the check for a generated model in checkout ``dest``; (None, why) when it cannot run here."""
+    from hooks.smoke import find_mindspeed, is_mindspeed_mm_checkout
+
+    template = _resolve_template(answers, template)
+    found, mindspeed_home = find_mindspeed(dest)
+    why = ("destination is not a MindSpeed-MM checkout" if not is_mindspeed_mm_checkout(dest)
+           else "MindSpeed core not found (set MINDSPEED_HOME)" if not found
+           else f"no registered template to check for data branch {answers.get('data_branch')} (use --template)"
+           if template is None else "")
+    if why:
+        return None, why
+    python = os.path.expanduser(answers.get("python") or sys.executable)
+    model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
+    return check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python), ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI: exit 0 for match/compatible or when the check cannot run here, 1 for mismatch, 2 for error."""
+    from hooks.smoke import load_answers
+
+    parser = argparse.ArgumentParser(prog="python -m hooks.parity", description=__doc__.splitlines()[0])
+    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
+    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
+    parser.add_argument("--template", help="registered template name (default: the chat_template answer)")
+    args = parser.parse_args(argv)
+    dest = args.dest.resolve()
+    answers = load_answers(args.answers if args.answers.is_absolute() else dest / args.answers)
+    result, why = parity_for_answers(dest, answers, args.template)
+    if result is None:
+        print(f"data parity: cannot run here: {why}")
+        return 0
+    print(result.summary())
+    print(json.dumps({"verdict": result.verdict}))
+    return {"mismatch": 1, "error": 2}.get(result.verdict, 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

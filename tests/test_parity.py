@@ -1,0 +1,131 @@
+"""Data parity (hooks/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, and
+(tier 2) MindSpeed-MM's qwen2vl template against a tiny Qwen2.5-VL's own processor."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hooks.parity import answer_start, compare_ids, diff_lines, judge_payload, main
+
+# A toy vocabulary: enough to spell Qwen- and GLM-style samples.
+VOCAB = {
+    1: "<|im_start|>", 2: "<|im_end|>", 3: "\n", 4: "system", 5: "user", 6: "assistant", 7: "<|vision_start|>",
+    8: "<|image_pad|>", 9: "<|vision_end|>", 10: "Hi", 11: "Red", 12: ".", 13: "<think>", 14: "</think>",
+    15: "<|endoftext|>", 16: "Be nice",
+}
+IMG = 8
+SYSTEM = [1, 4, 3, 16, 2, 3]
+PROMPT = [1, 5, 3, 7, IMG, IMG, IMG, IMG, 9, 10, 2, 3, 1, 6, 3]
+ANSWER = [11, 12, 2, 3]
+
+
+def decode(ids: Sequence[int]) -> str:
+    return "".join(VOCAB.get(i, f"<{i}>") for i in ids)
+
+
+def judge(mm: list[int], ref: list[int], mm_start: int, ref_start: int, **kw):  # noqa: ANN003
+    return compare_ids(mm, ref, image_token_id=IMG, mm_answer_start=mm_start, ref_answer_start=ref_start,
+                       decode=decode, **kw)
+
+
+def test_identical_sequences_match() -> None:
+    ids = PROMPT + ANSWER
+    result = judge(ids, list(ids), len(PROMPT), len(PROMPT))
+    assert result.verdict == "match" and result.ok and not result.diff_lines
+
+
+def test_default_system_prompt_is_compatible_and_listed() -> None:
+    mm = SYSTEM + PROMPT + ANSWER
+    result = judge(mm, PROMPT + ANSWER, len(SYSTEM + PROMPT), len(PROMPT))
+    assert result.verdict == "compatible" and result.ok
+    assert len(result.diff_lines) == 1 and "Be nice" in result.diff_lines[0]
+    assert any("first divergence at token 1" in d for d in result.details)
+
+
+def test_trailing_newline_after_eos_is_compatible() -> None:
+    result = judge(PROMPT + ANSWER, PROMPT + ANSWER[:-1], len(PROMPT), len(PROMPT))
+    assert result.verdict == "compatible"
+    assert result.diff_lines and "'\\n'" in result.diff_lines[0]
+
+
+def test_image_token_count_differs_is_mismatch() -> None:
+    ref = [t for i, t in enumerate(PROMPT) if i != 4] + ANSWER
+    result = judge(PROMPT + ANSWER, ref, len(PROMPT), len(PROMPT) - 1)
+    assert result.verdict == "mismatch" and not result.ok
+    assert any("image tokens: MindSpeed-MM 4, model 3" in d for d in result.details)
+    assert any("image-token count differs" in d for d in result.details)
+
+
+def test_media_wrapper_differs_is_mismatch() -> None:
+    ref = [0 if t == 7 else t for t in PROMPT] + ANSWER  # same count, no <|vision_start|>
+    result = judge(PROMPT + ANSWER, ref, len(PROMPT), len(PROMPT))
+    assert result.verdict == "mismatch"
+    assert any("media span differs" in d for d in result.details)
+
+
+def test_answer_differs_is_mismatch_and_names_think_block() -> None:
+    mm = PROMPT + [13, 3, 14, 3] + ANSWER
+    result = judge(mm, PROMPT + ANSWER, len(PROMPT), len(PROMPT))
+    assert result.verdict == "mismatch"
+    assert any("answer tokens differ" in d and "<think>" in d for d in result.details)
+
+
+def test_other_stop_token_is_mismatch() -> None:
+    mm = PROMPT + [11, 12, 15, 3]  # <|endoftext|> where the model ends its turn with <|im_end|>
+    result = judge(mm, PROMPT + ANSWER, len(PROMPT), len(PROMPT), terminator_ids={2, 15})
+    assert result.verdict == "mismatch"
+
+
+def test_stop_token_the_template_leaves_to_generation_is_compatible() -> None:
+    ref = [0, 5, 3, 7, IMG, IMG, 9, 10, 6, 3, 11, 12]  # GLM style: no end-of-turn after the last answer
+    mm = ref[:9] + [3, 11, 12, 15]  # answer starts before the "\n", eos appended (efficient_eos)
+    result = judge(mm, ref, 9, 10, terminator_ids={15})
+    assert result.verdict == "compatible"
+    assert any("stop token the model's template leaves to generation" in d for d in result.details)
+
+
+def test_diff_lines_are_capped() -> None:
+    mm = [11, 12] * 40
+    ref = [11, 10] * 40
+    lines = diff_lines(mm, ref, decode)
+    assert len(lines) == 13 and lines[-1].startswith("...")
+
+
+def test_answer_start_is_common_prefix_with_generation_prompt() -> None:
+    assert answer_start(PROMPT + ANSWER, PROMPT) == len(PROMPT)
+    assert answer_start([1, 2, 3], [1, 9]) == 1
+
+
+def test_judge_payload_decodes_with_pieces() -> None:
+    payload = {
+        "mm_ids": SYSTEM + PROMPT + ANSWER, "mm_answer_start": len(SYSTEM + PROMPT),
+        "ref_ids": PROMPT + ANSWER, "ref_prompt_ids": PROMPT, "image_token_id": IMG,
+        "terminator_ids": [2], "pieces": {str(k): v for k, v in VOCAB.items()},
+        "mm_text": decode(SYSTEM + PROMPT + ANSWER), "ref_text": decode(PROMPT + ANSWER),
+    }
+    result = judge_payload(payload)
+    assert result.verdict == "compatible"
+    assert result.mm_text.startswith("<|im_start|>system")
+    assert "COMPATIBLE" in result.summary()
+
+
+def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = tmp_path / "a.yml"
+    answers.write_text("model_id: x\nmodel_path: /nowhere\ndata_branch: a\nchat_template: qwen2vl\n")
+    assert main([str(answers), "--dest", str(tmp_path)]) == 0
+    assert "cannot run here: destination is not a MindSpeed-MM checkout" in capsys.readouterr().out
+
+
+@pytest.mark.tier2
+def test_qwen2_5_vl_qwen2vl_template_is_not_mismatch(mm_home: Path, tiny_models) -> None:  # noqa: ANN001
+    from hooks.parity import check_parity
+
+    mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
+    result = check_parity(mm_home, tiny_models("qwen2_5_vl"), "qwen2vl", mindspeed_home=mindspeed_home)
+    assert result.verdict in ("match", "compatible"), result.summary()
+    assert "<|image_pad|>" in result.mm_text and result.mm_text.count("<|image_pad|>") == \
+        result.ref_text.count("<|image_pad|>")
