@@ -10,14 +10,39 @@ machines torchvision imports normally and nothing is changed.
 
 from __future__ import annotations
 
+import os
 import sys
 import types
+
+_META = "torchvision._meta_registrations"
+
+
+def _cuda_torchvision_on_cpu_torch() -> bool:
+    """A CUDA torchvision build beside a CPU-only torch: known to fail, so stub before the first try.
+
+    Read from torchvision's version.py without importing it (a failed import costs ~1 s).
+    """
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.find_spec("torchvision")
+    if torch.version.cuda is not None or spec is None or not spec.submodule_search_locations:
+        return False
+    version_file = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(version_file, encoding="utf-8") as handle:
+            return "+cu" in handle.readline()
+    except OSError:
+        return False
 
 
 def ensure_torchvision() -> bool:
     """Make ``import torchvision`` work on CPU-only torch; True if it imports."""
     if "torchvision" in sys.modules:
         return True
+    if _cuda_torchvision_on_cpu_torch():
+        sys.modules.setdefault(_META, types.ModuleType(_META))
     try:
         import torchvision  # noqa: F401
 
@@ -25,7 +50,7 @@ def ensure_torchvision() -> bool:
     except Exception:  # noqa: BLE001 - any import-time failure means "repair and retry"
         for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
             del sys.modules[name]
-    sys.modules["torchvision._meta_registrations"] = types.ModuleType("torchvision._meta_registrations")
+    sys.modules[_META] = types.ModuleType(_META)
     try:
         import torchvision  # noqa: F401
 

@@ -70,12 +70,11 @@ def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> li
     return copied
 
 
-def report_parity(dest: Path, answers: dict) -> None:
-    """Check the chosen template against the model's own chat template; warn, never fail the copy."""
-    from hooks.parity import parity_for_answers
+def report_parity(dest: Path, answers: dict, checked: tuple) -> None:
+    """Print the parity verdict and write it into MIGRATION.md; warn on a mismatch, never fail the copy."""
     from hooks.report import parity_section, write_section
 
-    result, why = parity_for_answers(dest, answers)
+    result, why = checked
     if result is None:
         print(f"data parity: not checked ({why})")
         return
@@ -106,17 +105,34 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
-    report_parity(dest, answers)
-    if args.no_smoke:
-        template = answers.get("_src_path", "<msmm-migrate>")
-        print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "
-              f"{args.answers}")
-        return 0
+    # The parity check is a subprocess of its own: it runs while the smoke trains.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hooks.parity import parity_for_answers
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        parity = pool.submit(parity_for_answers, dest, answers)
+        if args.no_smoke:
+            report_parity(dest, answers, parity.result())
+            return _skipped(args.answers, answers)
+        code = _smoke(dest, args.answers)
+        report_parity(dest, answers, parity.result())
+    return code
+
+
+def _skipped(answers_path: Path, answers: dict) -> int:
+    template = answers.get("_src_path", "<msmm-migrate>")
+    print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "
+          f"{answers_path}")
+    return 0
+
+
+def _smoke(dest: Path, answers_path: Path) -> int:
     if not is_mindspeed_mm_checkout(dest):
         print(f"note: {dest} is not a MindSpeed-MM checkout; the contract smoke will run instead of the trainer")
     from hooks.smoke import main as smoke_main
 
-    return smoke_main([str(args.answers), "--dest", str(dest)])
+    return smoke_main([str(answers_path), "--dest", str(dest)])
 
 
 if __name__ == "__main__":

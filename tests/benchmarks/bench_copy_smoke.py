@@ -43,11 +43,18 @@ def copier_copy(dest: Path, model_dir: Path, model_id: str, *, skip_tasks: bool)
 
 def bare_trainer_run(checkout: Path, work: Path) -> dict:
     """The real trainer on the smoke's own config and data, launched directly (no copier, no hooks)."""
+    import yaml
+
     from hooks.smoke import find_mindspeed
     from hooks.trainer_run import detect_device, framework_env, launch_trainer, parse_iterations
 
+    # Same config, but a cold datasets cache like the smoke had: a fair bare run.
+    cfg = yaml.safe_load((work / "smoke_config.yaml").read_text())
+    cfg["data"]["dataset_param"]["basic_parameters"]["cache_dir"] = str(work / "bare_cache")
+    config = work / "bare_config.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = framework_env(checkout, find_mindspeed(checkout)[1], cpu_bridges=detect_device() == "cpu")
-    run = launch_trainer(checkout, work / "smoke_config.yaml", log_path=work / "bare_trainer.log", env=env)
+    run = launch_trainer(checkout, config, log_path=work / "bare_trainer.log", env=env)
     losses = [r["loss"] for r in parse_iterations(run.log_text)]
     return {"wall_s": run.wall_s, "peak_rss_mb": run.peak_rss_mb, "iterations": len(losses), "rc": run.returncode}
 
@@ -73,7 +80,8 @@ def main() -> int:
     mm_home = os.environ.get("MINDSPEED_MM_HOME")
     checkout = prepare_destination(tmp / "checkout", mm_home)
     wall, done = timed(copier_copy(checkout, model_dir, "bench", skip_tasks=False))
-    smoke = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"error": done.stderr[-500:]}
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"passed"')]
+    smoke = json.loads(lines[-1]) if done.returncode == 0 and lines else {"error": done.stderr[-500:]}
     figures["copy_plus_smoke_wall_s"] = round(wall, 2)
     figures["smoke"] = smoke
     if mm_home:
