@@ -82,3 +82,30 @@ def one_image_batch(model_dir: Path) -> tuple[Any, dict[str, Any]]:
     text = processor.apply_chat_template(messages, tokenize=False)
     image = Image.new("RGB", (64, 64), (220, 30, 30))
     return processor, processor(text=[text], images=[image], return_tensors="pt")
+
+
+def encoded_sample(model_dir: Path) -> tuple[Any, dict[str, Any]]:
+    """The processor and the contract smoke's encoding of its first built-in sample (labels included)."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.contract_smoke import _builtin_samples, _encode
+
+    processor = AutoProcessor.from_pretrained(model_dir)
+    return processor, _encode(processor, _builtin_samples()[0])
+
+
+def train_once(model_dir: Path, batch: dict[str, Any]) -> tuple[float, list[str]]:
+    """Forward with labels and backward in fp32; the loss and the parameters left without a gradient."""
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
+    model.train()
+    # Floating inputs follow the parameter dtype, as MindSpeed-MM's move_to_device does (Llama 4 emits bf16).
+    batch = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
+    out = model(**batch, use_cache=False)
+    out.loss.backward()
+    return float(out.loss.detach()), [n for n, p in model.named_parameters() if p.grad is None]

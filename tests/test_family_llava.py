@@ -20,6 +20,7 @@ import pytest
 
 from hooks.tiny import all_builders
 from hooks.tiny_llava import BUILDERS
+from tests.samples import encoded_sample, train_once
 
 ARCHS = tuple(BUILDERS)
 TIED = {"aya_vision", "cohere2_vision", "paligemma", "lfm2_vl"}
@@ -69,31 +70,6 @@ def expected_units(arch: str) -> list[str]:
     units += ([] if arch in HIDDEN_STATE_TOWERS else ["model.vision_tower"]) + ["model.multi_modal_projector"]
     # Tied embeddings: the root owns embed_tokens and lm_head (a language-model unit would hold one side).
     return units + (["model.language_model.layers.{*}"] if arch in TIED else LANGUAGE_UNITS)
-
-
-def encoded_sample(model_dir: Path) -> tuple[Any, dict[str, Any]]:
-    """The processor and the contract smoke's encoding of its first built-in sample (labels included)."""
-    from hooks.compat import ensure_torchvision
-
-    ensure_torchvision()
-    from transformers import AutoProcessor
-
-    from hooks.contract_smoke import _builtin_samples, _encode
-
-    processor = AutoProcessor.from_pretrained(model_dir)
-    return processor, _encode(processor, _builtin_samples()[0])
-
-
-def train_once(model_dir: Path, batch: dict[str, Any]) -> tuple[float, list[str]]:
-    """Forward with labels and backward in fp32; the loss and the parameters left without a gradient."""
-    import torch
-    from transformers import AutoModelForImageTextToText
-
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
-    model.train()
-    out = model(**batch, use_cache=False)
-    out.loss.backward()
-    return float(out.loss.detach()), [n for n, p in model.named_parameters() if p.grad is None]
 
 
 def test_registered() -> None:

@@ -22,6 +22,7 @@ import pytest
 from hooks.plan import ModuleInfo, ModuleTable, derive_plan
 from hooks.tiny import all_builders
 from hooks.tiny_misc import BUILDERS
+from tests.samples import encoded_sample, train_once
 
 ARCHS = tuple(BUILDERS)
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
@@ -66,36 +67,10 @@ EXPECTED_EP = {
 EP_LAYERS = {"glm4v_moe": 1, "aria": 2, "llama4": 1}
 
 
-def encoded_sample(model_dir: Path) -> tuple[Any, dict[str, Any]]:
-    """The processor and the contract smoke's encoding of its first built-in sample (labels included)."""
-    from hooks.compat import ensure_torchvision
-
-    ensure_torchvision()
-    from transformers import AutoProcessor
-
-    from hooks.contract_smoke import _builtin_samples, _encode
-
-    processor = AutoProcessor.from_pretrained(model_dir)
-    return processor, _encode(processor, _builtin_samples()[0])
-
-
 def feature_token_id(config: Any) -> int:
     """The placeholder id the model replaces with image features."""
     value = getattr(config, "image_token_id", None)
     return int(value if value is not None else config.image_token_index)
-
-
-def train_once(model_dir: Path, batch: dict[str, Any]) -> tuple[float, list[str]]:
-    """fp32 forward with labels and backward; the loss and the parameters left without a gradient."""
-    import torch
-    from transformers import AutoModelForImageTextToText
-
-    model = AutoModelForImageTextToText.from_pretrained(model_dir, dtype=torch.float32)
-    model.train()
-    batch = {k: v.float() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in batch.items()}
-    out = model(**batch, use_cache=False)
-    out.loss.backward()
-    return float(out.loss.detach()), [n for n, p in model.named_parameters() if p.grad is None]
 
 
 def test_registered() -> None:
