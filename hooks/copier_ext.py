@@ -10,7 +10,6 @@ names the field and the fix (copier shows it and writes nothing).
 from __future__ import annotations
 
 import functools
-import json
 import keyword
 import os
 import re
@@ -26,6 +25,8 @@ from jinja2.ext import Extension
 from jinja2.runtime import Context
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
+if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.probe
+    sys.path.insert(0, str(TEMPLATE_ROOT))
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
 
@@ -53,29 +54,28 @@ def model_id_error(model_id: str, dst_path: str = "") -> str:
     return ""
 
 
-def model_dir_error(model_path: str) -> str:
-    """Cheap checks on the model directory (the probe does the rest)."""
+def _model_dir_problem(model_path: str, trust_remote_code: bool) -> str:
+    """The probe's own cheap checks (``hooks.probe.check_model_dir``), as a message or ""."""
     if not model_path:
         return "model_path: required: the local folder with config.json, weights, tokenizer and processor"
-    path = Path(os.path.expanduser(str(model_path)))
-    if not path.is_dir():
-        return f"model_path: {path} does not exist or is not a directory; give the local model folder"
-    if not (path / "config.json").is_file():
-        return f"model_path: {path} has no config.json; point it at a Hugging Face model folder"
+    from hooks.probe import ProbeError, check_model_dir
+
+    try:
+        check_model_dir(Path(os.path.expanduser(str(model_path))), trust_remote_code=trust_remote_code)
+    except ProbeError as err:
+        return str(err)
     return ""
+
+
+def model_dir_error(model_path: str) -> str:
+    """Folder and config.json problems (asked before trust_remote_code, so consent is not judged here)."""
+    return _model_dir_problem(model_path, trust_remote_code=True)
 
 
 def trust_error(model_path: str, trust_remote_code: bool) -> str:
     """A config with auto_map runs the model's own Python code: that needs explicit consent."""
-    config = Path(os.path.expanduser(str(model_path))) / "config.json"
-    try:
-        auto_map = json.loads(config.read_text()).get("auto_map")
-    except (OSError, json.JSONDecodeError):
-        return ""
-    if auto_map and not trust_remote_code:
-        return ("trust_remote_code: config.json has auto_map (custom modeling code in the model folder); "
-                "review those *.py files and answer trust_remote_code=true to allow it")
-    return ""
+    problem = _model_dir_problem(model_path, trust_remote_code)
+    return problem if problem.startswith("trust_remote_code:") else ""
 
 
 @lru_cache(maxsize=8)

@@ -82,18 +82,18 @@ class ModelFacts:
 def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
     """Fail early, naming the field and the fix, before anything heavy is imported."""
     if not model_dir.is_dir():
-        raise ProbeError(f"model_path: {model_dir} is not a directory; give the local model folder.")
+        raise ProbeError(f"model_path: {model_dir} does not exist or is not a directory; give the local model folder")
     config_file = model_dir / "config.json"
     if not config_file.is_file():
-        raise ProbeError(f"model_path: {model_dir} has no config.json; point it at a Hugging Face model folder.")
+        raise ProbeError(f"model_path: {model_dir} has no config.json; point it at a Hugging Face model folder")
     try:
         raw = json.loads(config_file.read_text())
     except json.JSONDecodeError as err:
-        raise ProbeError(f"model_path: {config_file} is not valid JSON ({err}).") from err
+        raise ProbeError(f"model_path: {config_file} is not valid JSON ({err})") from err
     if raw.get("auto_map") and not trust_remote_code:
         raise ProbeError(
-            "trust_remote_code: the config has auto_map (custom modeling code); "
-            "review the *.py files in the model folder and answer trust_remote_code=true to allow it."
+            "trust_remote_code: config.json has auto_map (custom modeling code in the model folder); "
+            "review those *.py files and answer trust_remote_code=true to allow it"
         )
     return raw
 
