@@ -318,14 +318,12 @@ def parity_for_answers(
     dest: Path, answers: dict[str, Any], template: str | None = None
 ) -> tuple[ParityResult | None, str]:
     """Run the check for a generated model in checkout ``dest``; (None, why) when it cannot run here."""
-    from hooks.smoke import find_mindspeed, is_mindspeed_mm_checkout
+    from hooks.smoke import framework_unavailable
 
     template = _resolve_template(answers, template)
-    found, mindspeed_home = find_mindspeed(dest)
-    why = ("destination is not a MindSpeed-MM checkout" if not is_mindspeed_mm_checkout(dest)
-           else "MindSpeed core not found (set MINDSPEED_HOME)" if not found
-           else f"no registered template to check for data branch {answers.get('data_branch')} (use --template)"
-           if template is None else "")
+    why, mindspeed_home = framework_unavailable(dest)
+    if not why and template is None:
+        why = f"no registered template to check for data branch {answers.get('data_branch')} (use --template)"
     if why:
         return None, why
     python = os.path.expanduser(answers.get("python") or sys.executable)

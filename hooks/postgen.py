@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from hooks.probe import ModelFacts, render_table
-from hooks.smoke import is_mindspeed_mm_checkout, load_answers
+from hooks.smoke import load_answers, smoke_and_report
 
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_smoke:
             report_parity(dest, answers, parity.result())
             return _skipped(args.answers, answers)
-        code = _smoke(dest, args.answers)
+        code = smoke_and_report(dest, answers)
         report_parity(dest, answers, parity.result())
     return code
 
@@ -125,14 +125,6 @@ def _skipped(answers_path: Path, answers: dict) -> int:
     print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "
           f"{answers_path}")
     return 0
-
-
-def _smoke(dest: Path, answers_path: Path) -> int:
-    if not is_mindspeed_mm_checkout(dest):
-        print(f"note: {dest} is not a MindSpeed-MM checkout; the contract smoke will run instead of the trainer")
-    from hooks.smoke import main as smoke_main
-
-    return smoke_main([str(answers_path), "--dest", str(dest)])
 
 
 if __name__ == "__main__":

@@ -63,6 +63,16 @@ def find_mindspeed(dest: Path) -> tuple[bool, Path | None]:
     return False, None
 
 
+def framework_unavailable(dest: Path) -> tuple[str, Path | None]:
+    """Why the real framework cannot run at ``dest`` ("" when it can), and MindSpeed core's path to add."""
+    found, mindspeed_home = find_mindspeed(dest)
+    if not is_mindspeed_mm_checkout(dest):
+        return "destination is not a MindSpeed-MM checkout", None
+    if not found:
+        return "MindSpeed core not found (set MINDSPEED_HOME or copy mindspeed/ into the checkout)", None
+    return "", mindspeed_home
+
+
 def _model_key(model_dir: Path) -> str:
     config = model_dir / "config.json"
     stamp = f"{model_dir.resolve()}:{config.stat().st_mtime_ns}"
@@ -105,8 +115,8 @@ def run_smoke(
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)
     facts = answers.get("model_facts", {})
-    found, mindspeed_home = find_mindspeed(dest)
-    if is_mindspeed_mm_checkout(dest) and found:
+    why, mindspeed_home = framework_unavailable(dest)
+    if not why:
         from hooks.trainer_run import detect_device, run_framework_smoke
 
         device = detect_device()
@@ -115,11 +125,9 @@ def run_smoke(
         result = run_framework_smoke(
             dest, dest / "examples" / model_id / f"{model_id}_config.yaml",
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
-            work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home,
+            work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
         )
         return result, inputs, note
-    why = ("destination is not a MindSpeed-MM checkout" if not is_mindspeed_mm_checkout(dest)
-           else "MindSpeed core not found (set MINDSPEED_HOME or copy mindspeed/ into the checkout)")
     from hooks.contract_smoke import run_contract_smoke
 
     note = f"contract smoke ({why}): torch fully_shard per the derived plan on {nproc} gloo ranks, real HF model"
@@ -131,18 +139,10 @@ def run_smoke(
     return result, inputs, note
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.smoke", description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
-    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--no-report", action="store_true", help="do not update MIGRATION.md")
-    args = parser.parse_args(argv)
-    dest = args.dest.resolve()
-    answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
-    answers = load_answers(answers_path)
-    result, inputs, note = run_smoke(dest, answers, iters=args.iters)
-    if not args.no_report:
+def smoke_and_report(dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True) -> int:
+    """Run the smoke, write its section of MIGRATION.md, print the verdict; 0 on PASS."""
+    result, inputs, note = run_smoke(dest, answers, iters=iters)
+    if report:
         from hooks.report import write_smoke_section
 
         write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
@@ -153,6 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s,
                       "peak_rss_mb": result.peak_rss_mb}))
     return 0 if result.passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.smoke", description=__doc__.splitlines()[0])
+    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
+    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
+    parser.add_argument("--iters", type=int, default=5)
+    parser.add_argument("--no-report", action="store_true", help="do not update MIGRATION.md")
+    args = parser.parse_args(argv)
+    dest = args.dest.resolve()
+    answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
+    return smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
 
 
 if __name__ == "__main__":

@@ -505,12 +505,13 @@ def run_framework_smoke(
     python: str = sys.executable,
     mindspeed_home: Path | None = None,
     timeout_s: float = 900,
+    device: str | None = None,
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
 
     work_dir = Path(work_dir)
-    device = detect_device()
+    device = device or detect_device()
     generated = yaml.safe_load(Path(generated_yaml_path).read_text(encoding="utf-8"))
     cfg = smoke_yaml(
         generated,
