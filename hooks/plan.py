@@ -79,6 +79,9 @@ class ModuleTable:
     def children(self, name: str) -> list[ModuleInfo]:
         return list(self._children.get(name, ()))
 
+    def child_classes(self, name: str) -> set[str]:
+        return {k.cls for k in self._children.get(name, ())}
+
     def matching(self, pattern: str) -> list[str]:
         """Names ``pattern`` matches, in module order (cached; a cheap prefix / depth filter runs first)."""
         if pattern not in self._matches:
@@ -137,17 +140,16 @@ def find_containers(table: ModuleTable) -> list[ModuleInfo]:
             continue
         if any(mod.name.startswith(c.name + ".") for c in found):
             continue
-        kids = table.children(mod.name)
-        if kids and len({k.cls for k in kids}) == 1:
+        classes = table.child_classes(mod.name)
+        if len(classes) == 1:
             found.append(mod)
-        elif kids and all(k.cls in table.no_split for k in kids):
+        elif classes and classes <= set(table.no_split):
             found.append(mod)  # mixed-class layer stacks (e.g. self/cross-attention layers)
     return found
 
 
 def is_block_container(table: ModuleTable, container: ModuleInfo) -> bool:
-    classes = {k.cls for k in table.children(container.name)}
-    return all(c in table.no_split or _BLOCK_CLASS.search(c) for c in classes)
+    return all(c in table.no_split or _BLOCK_CLASS.search(c) for c in table.child_classes(container.name))
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -251,10 +253,6 @@ def _entered_by_forward(table: ModuleTable, unit: str) -> bool:
     return not (mod and _NOT_FORWARDED_CLASS.search(mod.cls))
 
 
-def _children_classes(table: ModuleTable, container: ModuleInfo) -> set[str]:
-    return {k.cls for k in table.children(container.name)}
-
-
 def _breaks_tie(table: ModuleTable, unit: str) -> bool:
     return any(_inside(a, unit) != _inside(b, unit) for a, b in table.tied)
 
@@ -299,11 +297,10 @@ def derive_plan(table: ModuleTable) -> Plan:
                and n not in table.hidden_state_sources]
     apply_modules = _as_patterns(table, ordered, container_names)
 
-    recompute = _as_patterns(table, [b.name for b in blocks if not _children_classes(table, b) & set(
+    recompute = _as_patterns(table, [b.name for b in blocks if not table.child_classes(b.name) & set(
         table.no_recompute_classes)], container_names)
     experts = find_experts(table, language)
-    ep_modules = sorted({generalize(n) for n in experts}, key=lambda p: experts.index(
-        next(n for n in experts if module_name_match(p, n))))
+    ep_modules = list(dict.fromkeys(generalize(n) for n in experts))  # first-seen order
     hook_modules = recompute[-1:] if ep_modules and language else []
     reports, share, problems = check_plan(table, apply_modules)
     problems += [f"recompute pattern {p!r} matches no module" for p in recompute if not table.matching(p)]
