@@ -509,44 +509,33 @@ def _qwen3_vl_configs(tokenizer: Any) -> tuple[dict[str, Any], dict[str, Any], d
     return text, vision, ids
 
 
-def _build_qwen3_vl() -> TinyParts:
-    """Dense Qwen3-VL."""
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
+def _qwen3_vl_parts(config_name: str, model_name: str, moe_text: dict[str, Any]) -> TinyParts:
+    """Qwen3-VL dense or MoE: the same tokenizer, towers and processor; MoE only adds text fields."""
+    import transformers as tf
 
     tokenizer = _qwen_tokenizer(QWEN3_ADDED_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
     text, vision, ids = _qwen3_vl_configs(tokenizer)
-    config = Qwen3VLConfig(
+    text.update(moe_text)
+    config = getattr(tf, config_name)(
         text_config=text,
         vision_config=vision,
         tie_word_embeddings=False,
-        architectures=["Qwen3VLForConditionalGeneration"],
+        architectures=[model_name],
         **_vision_token_ids(ids),
     )
-    return TinyParts(config, _qwen3_vl_processor(tokenizer), Qwen3VLForConditionalGeneration)
+    return TinyParts(config, _qwen3_vl_processor(tokenizer), getattr(tf, model_name))
+
+
+def _build_qwen3_vl() -> TinyParts:
+    """Dense Qwen3-VL."""
+    return _qwen3_vl_parts("Qwen3VLConfig", "Qwen3VLForConditionalGeneration", {})
 
 
 def _build_qwen3_vl_moe() -> TinyParts:
     """Qwen3-VL-MoE: every text layer sparse, 4 experts top-2 (fused 3-D expert weights)."""
-    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
-
-    tokenizer = _qwen_tokenizer(QWEN3_ADDED_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
-    text, vision, ids = _qwen3_vl_configs(tokenizer)
-    text.update(
-        num_experts=MOE_EXPERTS,
-        num_experts_per_tok=MOE_TOP_K,
-        moe_intermediate_size=MOE_FFN,
-        decoder_sparse_step=1,
-        mlp_only_layers=[],
-        norm_topk_prob=True,
-    )
-    config = Qwen3VLMoeConfig(
-        text_config=text,
-        vision_config=vision,
-        tie_word_embeddings=False,
-        architectures=["Qwen3VLMoeForConditionalGeneration"],
-        **_vision_token_ids(ids),
-    )
-    return TinyParts(config, _qwen3_vl_processor(tokenizer), Qwen3VLMoeForConditionalGeneration)
+    moe = {"num_experts": MOE_EXPERTS, "num_experts_per_tok": MOE_TOP_K, "moe_intermediate_size": MOE_FFN,
+           "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True}
+    return _qwen3_vl_parts("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration", moe)
 
 
 # Families with a SigLIP/InternViT tower and a Qwen2 or Gemma3 language model -----------------

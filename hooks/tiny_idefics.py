@@ -155,6 +155,22 @@ def _idefics3_sizes() -> dict[str, Any]:
     return {"size": {"longest_edge": 2 * TILE}, "max_image_size": {"longest_edge": TILE}, "do_image_splitting": True}
 
 
+def _idefics3_like_config(config_cls: type, architecture: str, tokenizer: Any, rope_theta: float) -> Any:
+    """Idefics3 and SmolVLM share the design: SigLIP-like tower, pixel-shuffle connector, Llama text."""
+    ids = _special_ids(tokenizer)
+    text = {"model_type": "llama", **_text_dims(tokenizer), **ids, "rope_theta": rope_theta,
+            "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
+    return config_cls(
+        text_config=text,
+        vision_config=_siglip_like_vision(),
+        scale_factor=IDEFICS3_SCALE,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        pad_token_id=ids["pad_token_id"],
+        tie_word_embeddings=False,
+        architectures=[architecture],
+    )
+
+
 def _build_idefics3() -> TinyParts:
     """Idefics3: SigLIP-like tower, pixel-shuffle connector, Llama 3 text, tiles with row/col tags."""
     import transformers as tf
@@ -171,18 +187,7 @@ def _build_idefics3() -> TinyParts:
         model_input_names=["input_ids", "attention_mask"],
         chat_template=IDEFICS3_CHAT_TEMPLATE,
     )
-    ids = _special_ids(tokenizer)
-    text = {"model_type": "llama", **_text_dims(tokenizer), **ids, "rope_theta": 500000.0,
-            "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
-    config = tf.Idefics3Config(
-        text_config=text,
-        vision_config=_siglip_like_vision(),
-        scale_factor=IDEFICS3_SCALE,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        pad_token_id=ids["pad_token_id"],
-        tie_word_embeddings=False,
-        architectures=["Idefics3ForConditionalGeneration"],
-    )
+    config = _idefics3_like_config(tf.Idefics3Config, "Idefics3ForConditionalGeneration", tokenizer, 500000.0)
     processor = tf.Idefics3Processor(
         image_processor=tf.Idefics3ImageProcessor(**_idefics3_sizes(), **MEAN_STD),
         tokenizer=tokenizer,
@@ -208,18 +213,7 @@ def _build_smolvlm() -> TinyParts:
         additional_special_tokens=[*IDEFICS_IMAGE_TOKENS, "<video>"],
         chat_template=SMOLVLM_CHAT_TEMPLATE,
     )
-    ids = _special_ids(tokenizer)
-    text = {"model_type": "llama", **_text_dims(tokenizer), **ids, "rope_theta": 100000.0,
-            "rms_norm_eps": 1e-5, "tie_word_embeddings": False}
-    config = tf.SmolVLMConfig(
-        text_config=text,
-        vision_config=_siglip_like_vision(),
-        scale_factor=IDEFICS3_SCALE,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        pad_token_id=ids["pad_token_id"],
-        tie_word_embeddings=False,
-        architectures=["SmolVLMForConditionalGeneration"],
-    )
+    config = _idefics3_like_config(tf.SmolVLMConfig, "SmolVLMForConditionalGeneration", tokenizer, 100000.0)
     sizes = _idefics3_sizes()
     video_processor = tf.SmolVLMVideoProcessor(
         size=dict(sizes["max_image_size"]),
