@@ -27,6 +27,9 @@ from jinja2.runtime import Context
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
 if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.probe
     sys.path.insert(0, str(TEMPLATE_ROOT))
+
+from hooks.postgen import copies_remote_code  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
 
@@ -156,5 +159,6 @@ class MigrateExtension(Extension):
             msmm_probe_error=_stop_on_error(probe_error),
             msmm_probe_json=probe_json,
             msmm_path_error=_stop_on_error(path_error),
+            msmm_copies_remote_code=copies_remote_code,
             shquote=lambda value: shlex.quote(str(value)),
         )

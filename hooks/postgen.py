@@ -27,9 +27,14 @@ from hooks.smoke import load_answers, smoke_and_report
 REMOTE_CODE_DIR = "remote_code"
 
 
-def copies_remote_code(facts: ModelFacts) -> bool:
-    """The plugin subclasses a class from the model folder's own code (not a transformers class)."""
-    return facts.remote_code and not facts.class_module.startswith("transformers.")
+def copies_remote_code(facts: ModelFacts | dict) -> bool:
+    """The plugin subclasses a class from the model folder's own code (not a transformers class).
+
+    Also the ``msmm_copies_remote_code`` filter that partials/modeling.py.jinja branches on.
+    """
+    remote, module = (facts["remote_code"], facts["class_module"]) if isinstance(facts, dict) else (
+        facts.remote_code, facts.class_module)
+    return bool(remote) and not module.startswith("transformers.")
 
 
 def remote_code_files(model_dir: Path, class_module: str) -> list[Path]:
