@@ -363,6 +363,18 @@ def _qwen_tokenizer(
     )
 
 
+def text_dims(tokenizer: Any) -> dict[str, Any]:
+    """The language-model sizes every tiny family shares (vocab padded past the tokenizer)."""
+    return {
+        "vocab_size": _padded_vocab(tokenizer),
+        "hidden_size": TEXT_HIDDEN,
+        "intermediate_size": TEXT_FFN,
+        "num_hidden_layers": TEXT_LAYERS,
+        "num_attention_heads": TEXT_HEADS,
+        "num_key_value_heads": TEXT_KV_HEADS,
+    }
+
+
 def _padded_vocab(tokenizer: Any) -> int:
     """Embedding rows: the tokenizer length rounded up, as released checkpoints do."""
     return -(-len(tokenizer) // VOCAB_ALIGN) * VOCAB_ALIGN
@@ -385,12 +397,7 @@ def _qwen_ids(tokenizer: Any) -> dict[str, int]:
 def _qwen_text_config(tokenizer: Any, ids: dict[str, int], mrope_section: list[int]) -> dict[str, Any]:
     """Text sub-config shared by the Qwen-VL families; head_dim 16 so mRoPE sections sum to 8."""
     return {
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "max_position_embeddings": 4096,
         "bos_token_id": ids["bos_token_id"],
         "eos_token_id": ids["eos_token_id"],
@@ -549,12 +556,7 @@ def _qwen2_text(tokenizer: Any) -> dict[str, Any]:
     """A plain Qwen2 language model sub-config (used by LLaVA-OneVision and InternVL)."""
     return {
         "model_type": "qwen2",
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "max_position_embeddings": 4096,
         "max_window_layers": TEXT_LAYERS,
         "rope_theta": 1000000.0,
@@ -766,12 +768,7 @@ def _build_gemma3() -> TinyParts:
     tokens_per_image = 4
     ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in GEMMA3_MM_TOKENS.items()}
     text = {
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "head_dim": TEXT_HIDDEN // TEXT_HEADS,
         "query_pre_attn_scalar": TEXT_HIDDEN // TEXT_HEADS,
         "sliding_window": 512,
@@ -873,12 +870,7 @@ def _build_glm4v() -> TinyParts:
     )
     ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in GLM4V_SPECIAL_TOKENS}
     text = {
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "partial_rotary_factor": 0.5,
         # rotary dim = head_dim 16 x 0.5 = 8 -> 4 frequencies split over t/h/w
         "rope_scaling": {"rope_type": "default", "mrope_section": [2, 1, 1]},

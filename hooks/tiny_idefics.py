@@ -26,7 +26,6 @@ from hooks.tiny import (
     GEMMA3_CHAT_TEMPLATE,
     GEMMA3_TURN_TOKENS,
     PATCH,
-    TEXT_FFN,
     TEXT_HEADS,
     TEXT_HIDDEN,
     TEXT_KV_HEADS,
@@ -38,7 +37,7 @@ from hooks.tiny import (
     VISION_HIDDEN,
     TinyParts,
     _bpe_tokenizer,
-    _padded_vocab,
+    text_dims,
 )
 
 MEAN_STD = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
@@ -47,12 +46,7 @@ MEAN_STD = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 def _text_dims(tokenizer: Any) -> dict[str, Any]:
     """The language-model sizes every family here shares (vocab padded past the tokenizer)."""
     return {
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "max_position_embeddings": 4096,
     }
 

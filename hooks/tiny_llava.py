@@ -36,8 +36,6 @@ from hooks.tiny import (
     TEXT_FFN,
     TEXT_HEADS,
     TEXT_HIDDEN,
-    TEXT_KV_HEADS,
-    TEXT_LAYERS,
     TILE,
     VISION_DEPTH,
     VISION_FFN,
@@ -48,6 +46,7 @@ from hooks.tiny import (
     _padded_vocab,
     _qwen2_text,
     _siglip_vision,
+    text_dims,
 )
 
 HALF = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
@@ -62,12 +61,7 @@ def _decoder_text(tokenizer: Any, model_type: str, **extra: Any) -> dict[str, An
     """A plain decoder sub-config (llama / mistral / qwen2 / cohere2 / gemma ...) at the tiny sizes."""
     text = {
         "model_type": model_type,
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "head_dim": TEXT_HIDDEN // TEXT_HEADS,
         "max_position_embeddings": 4096,
         "pad_token_id": tokenizer.pad_token_id,

@@ -52,6 +52,7 @@ from hooks.tiny import (
     _qwen_tokenizer,
     _siglip_vision,
     _vision_token_ids,
+    text_dims,
 )
 
 # Qwen2-VL -------------------------------------------------------------------------------------
@@ -199,12 +200,7 @@ def _llama_text(tokenizer: Any) -> dict[str, Any]:
     """A plain LLaMA language model sub-config (DeepSeek-LLM is a LLaMA architecture)."""
     return {
         "model_type": "llama",
-        "vocab_size": _padded_vocab(tokenizer),
-        "hidden_size": TEXT_HIDDEN,
-        "intermediate_size": TEXT_FFN,
-        "num_hidden_layers": TEXT_LAYERS,
-        "num_attention_heads": TEXT_HEADS,
-        "num_key_value_heads": TEXT_KV_HEADS,
+        **text_dims(tokenizer),
         "max_position_embeddings": 4096,
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
