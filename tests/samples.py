@@ -109,3 +109,22 @@ def train_once(model_dir: Path, batch: dict[str, Any]) -> tuple[float, list[str]
     out = model(**batch, use_cache=False)
     out.loss.backward()
     return float(out.loss.detach()), [n for n, p in model.named_parameters() if p.grad is None]
+
+
+def feature_token_id(config: Any) -> int:
+    """The placeholder id the model replaces with image features."""
+    value = getattr(config, "image_token_id", None)
+    return int(value if value is not None else config.image_token_index)
+
+
+def tiny_sample(model_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
+    """Config, processor and encoded sample of a tiny build, after the size checks every family shares."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(model_dir)
+    processor, batch = encoded_sample(model_dir)
+    text = config.get_text_config()
+    assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
+    assert len(processor.tokenizer) <= text.vocab_size < len(processor.tokenizer) + 128
+    return config, processor, batch
+

@@ -22,7 +22,7 @@ import pytest
 
 from hooks.tiny import all_builders
 from hooks.tiny_idefics import BUILDERS
-from tests.samples import encoded_sample, train_once
+from tests.samples import encoded_sample, feature_token_id, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
 # Image placeholder tokens for one 64x64 picture: locks each family's geometry.
@@ -81,11 +81,6 @@ EXPECTED_APPLY = {
 EXPECTED_APPLY["smolvlm"] = EXPECTED_APPLY["idefics3"]
 
 
-def image_token_id(config: Any) -> int:
-    value = getattr(config, "image_token_id", None)
-    return int(value if value is not None else config.image_token_index)
-
-
 def test_registered() -> None:
     assert set(ARCHS) <= set(all_builders())
     assert len(ARCHS) == 8
@@ -93,16 +88,10 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_builds_reloads_and_trains(arch: str, tiny_models) -> None:
-    from transformers import AutoConfig
-
     model_dir = tiny_models(arch)
-    config = AutoConfig.from_pretrained(model_dir)
-    processor, batch = encoded_sample(model_dir)
-    text = config.get_text_config()
-    assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
-    assert len(processor.tokenizer) <= text.vocab_size < len(processor.tokenizer) + 128
-    assert image_token_id(config) == processor.tokenizer.convert_tokens_to_ids(processor.image_token)
-    image_tokens = batch["input_ids"] == image_token_id(config)
+    config, processor, batch = tiny_sample(model_dir)
+    assert feature_token_id(config) == processor.tokenizer.convert_tokens_to_ids(processor.image_token)
+    image_tokens = batch["input_ids"] == feature_token_id(config)
     assert int(image_tokens.sum()) == IMAGE_TOKENS[arch]
     assert int((batch["labels"] != -100).sum()) > 0
     loss, no_grad = train_once(model_dir, batch)
@@ -294,7 +283,7 @@ def test_shrink_trains(arch: str, source: str, tiny_models, tmp_path: Path) -> N
     assert (config.get_text_config().hidden_size, config.get_text_config().num_hidden_layers) == (64, 2)
     _, batch = encoded_sample(dest)
     assert batch["input_ids"].tolist() == encoded_sample(src)[1]["input_ids"].tolist()
-    assert int((batch["input_ids"] == image_token_id(config)).sum()) > 0
+    assert int((batch["input_ids"] == feature_token_id(config)).sum()) > 0
     loss, no_grad = train_once(dest, batch)
     assert math.isfinite(loss) and loss > 0
     assert [n for n in no_grad if not n.startswith(NO_GRAD.get(arch, ()))] == []

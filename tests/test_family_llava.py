@@ -20,7 +20,7 @@ import pytest
 
 from hooks.tiny import all_builders
 from hooks.tiny_llava import BUILDERS
-from tests.samples import encoded_sample, train_once
+from tests.samples import encoded_sample, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
 TIED = {"aya_vision", "cohere2_vision", "paligemma", "lfm2_vl"}
@@ -79,14 +79,8 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_builds_reloads_and_trains(arch: str, tiny_models) -> None:
-    from transformers import AutoConfig
-
     model_dir = tiny_models(arch)
-    config = AutoConfig.from_pretrained(model_dir)
-    processor, batch = encoded_sample(model_dir)
-    text = config.get_text_config()
-    assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
-    assert len(processor.tokenizer) <= text.vocab_size < len(processor.tokenizer) + 128
+    config, processor, batch = tiny_sample(model_dir)
     assert bool(processor.chat_template) == (arch not in PROMPT_FORMAT)
     assert int((batch["input_ids"] == processor.image_token_id).sum()) == IMAGE_TOKENS[arch]
     assert int((batch["labels"] != -100).sum()) > 0

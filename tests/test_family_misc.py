@@ -22,7 +22,7 @@ import pytest
 from hooks.plan import ModuleInfo, ModuleTable, derive_plan
 from hooks.tiny import all_builders
 from hooks.tiny_misc import BUILDERS
-from tests.samples import encoded_sample, train_once
+from tests.samples import encoded_sample, feature_token_id, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
@@ -67,12 +67,6 @@ EXPECTED_EP = {
 EP_LAYERS = {"glm4v_moe": 1, "aria": 2, "llama4": 1}
 
 
-def feature_token_id(config: Any) -> int:
-    """The placeholder id the model replaces with image features."""
-    value = getattr(config, "image_token_id", None)
-    return int(value if value is not None else config.image_token_index)
-
-
 def test_registered() -> None:
     assert set(ARCHS) <= set(all_builders())
     assert len(ARCHS) == 7
@@ -80,14 +74,8 @@ def test_registered() -> None:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_builds_reloads_and_trains(arch: str, tiny_models) -> None:
-    from transformers import AutoConfig
-
     model_dir = tiny_models(arch)
-    config = AutoConfig.from_pretrained(model_dir)
-    processor, batch = encoded_sample(model_dir)
-    text = config.get_text_config()
-    assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
-    assert len(processor.tokenizer) <= text.vocab_size < len(processor.tokenizer) + 128
+    config, processor, batch = tiny_sample(model_dir)
     assert processor.chat_template
     assert int((batch["input_ids"] == feature_token_id(config)).sum()) == IMAGE_TOKENS[arch]
     assert "It is red." in processor.tokenizer.decode(batch["input_ids"][batch["labels"] != -100])
