@@ -95,10 +95,37 @@ def _run_probe(model_path: str, python: str, trust: bool) -> tuple[int, str, str
     return done.returncode, done.stdout, done.stderr
 
 
-def probe_error(model_path: str, python: str, trust_remote_code: bool) -> str:
+def start_early_parity(model_path: str, python: str, dst_path: str) -> bool:
+    """Start the data-parity check for the template the probe will recommend, beside the probe.
+
+    Only a family's in-repo template is checked, only in a MindSpeed-MM checkout; postgen reuses the
+    result when the user keeps that template. Best effort: any problem here just means postgen
+    runs the check itself.
+    """
+    import json
+
+    from hooks.parity import start_early
+    from hooks.probe import recommend_branch
+    from hooks.smoke import framework_unavailable
+
+    dest = Path(str(dst_path or ".")).resolve()
+    model_dir = Path(os.path.expanduser(str(model_path))).resolve()
+    try:
+        model_type = json.loads((model_dir / "config.json").read_text()).get("model_type", "")
+        branch, _, template, _ = recommend_branch(str(model_type))
+        if branch != "a" or not template or framework_unavailable(dest)[0]:
+            return False
+        return start_early(dest, model_dir, template, os.path.expanduser(str(python)))
+    except (OSError, ValueError):
+        return False
+
+
+def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "") -> str:
     """Run the probe once (cached); its failure becomes the validation message."""
     if model_dir_error(model_path) or trust_error(model_path, trust_remote_code):
         return ""  # reported by the earlier questions
+    if dst_path:
+        start_early_parity(model_path, python, dst_path)
     code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code))
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"

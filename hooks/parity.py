@@ -15,19 +15,30 @@ Verdicts: ``match`` (identical ids), ``compatible`` (same image-token count, sam
 answer tokens; other differences listed), ``mismatch`` (image-token count, media span or answer
 tokens differ), ``error`` (the check itself could not run).
 
+Results are cached under the inputs they depend on (template, interpreter, the model folder's
+non-weight files, the checkout's data code, this script), which lets copier start the check for the
+recommended template in the background while the probe runs (``start_early``); the
+post-generation step then picks the result up instead of competing with the smoke for the CPU.
+
 ``python -m hooks.parity .copier-answers/<model_id>.yml [--dest CHECKOUT] [--template NAME]``
+``python -m hooks.parity --model-dir DIR --template NAME [--dest CHECKOUT]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import hashlib
+import importlib.metadata
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +48,8 @@ TEXT_LIMIT = 600  # characters of each decoded sequence kept in the result
 CONTEXT_TOKENS = 4  # tokens of context on each side of a reported difference
 MAX_DIFF_LINES = 12
 _MARK = "PARITY_JSON "
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
+ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what the verdict depends on besides the files
 
 # Runs inside framework_env (cwd = MindSpeed-MM root). Mirrors SupervisedDatasetProcessor._encode_data_example
 # without truncation, and records where the trained answer lies on both sides.
@@ -305,6 +318,133 @@ def check_parity(
     return result
 
 
+# --- cache and early start ---------------------------------------------------------------------
+
+
+def parity_key(dest: Path, model_dir: Path, template: str, python: str) -> str:
+    """Everything the verdict depends on in files: template, interpreter, model folder, checkout data code.
+
+    Sizes and mtimes stand for contents (weights excluded: the check never reads them); the
+    interpreter's package versions are checked separately when a result is read.
+    """
+    dest, model_dir = Path(dest).resolve(), Path(model_dir).resolve()
+    model_files = sorted(p for p in model_dir.iterdir() if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES))
+    data_code = sorted((dest / "mindspeed_mm" / "fsdp" / "data").rglob("*.py"))
+    parts = [template, python, str(dest), str(model_dir), hashlib.sha256(_SCRIPT.encode()).hexdigest()]
+    for path in model_files + data_code:
+        stat = path.stat()
+        parts.append(f"{path}:{stat.st_size}:{stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _cache_dir() -> Path:
+    from hooks.smoke import cache_root
+
+    return cache_root() / "parity"
+
+
+def _env_versions() -> dict[str, str]:
+    versions = {}
+    for name in ENV_PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = ""
+    return versions
+
+
+def _load_cached(key: str) -> ParityResult | None:
+    try:
+        stored = json.loads((_cache_dir() / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if stored.get("env") != _env_versions():
+        return None
+    return ParityResult(**stored["result"])
+
+
+def _store(key: str, result: ParityResult) -> None:
+    """Atomically, and only verdicts (an error may be transient, so it is never reused)."""
+    if result.verdict == "error":
+        return
+    target = _cache_dir() / f"{key}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps({"env": _env_versions(), "result": asdict(result)}))
+    partial.replace(target)
+
+
+def _early_run_pid(key: str) -> int | None:
+    """The pid of another live process computing ``key`` (started by ``start_early``), else None."""
+    try:
+        pid = int((_cache_dir() / f"{key}.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return None
+    with contextlib.suppress(OSError, IndexError):  # Linux: an exited but unreaped child is no run
+        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+            return None
+    return pid
+
+
+def _wait_for_early_run(key: str, timeout_s: float) -> ParityResult | None:
+    deadline = time.monotonic() + timeout_s
+    while _early_run_pid(key) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return _load_cached(key)
+
+
+def cached_parity(
+    dest: Path,
+    model_dir: Path,
+    template: str,
+    *,
+    mindspeed_home: Path | None = None,
+    python: str = sys.executable,
+    timeout_s: float = 600,
+    early: bool = False,
+) -> ParityResult:
+    """``check_parity``, reusing the result for the same inputs or the one an early run is computing.
+
+    ``early``: this process *is* the early run (``start_early``), so it computes instead of waiting.
+    """
+    key = parity_key(dest, model_dir, template, python)
+    result = _load_cached(key) or (None if early else _wait_for_early_run(key, timeout_s))
+    if result is None:
+        result = check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python,
+                              timeout_s=timeout_s)
+        _store(key, result)
+    return result
+
+
+def start_early(dest: Path, model_dir: Path, template: str, python: str) -> bool:
+    """Start the check in the background, detached; False when it is cached or already running.
+
+    copier calls this while the probe runs on one core: the other is idle then, whereas after
+    rendering the check would compete with the smoke's two trainer ranks. It writes bytecode
+    nowhere, so an abandoned copy leaves the checkout untouched.
+    """
+    key = parity_key(dest, model_dir, template, python)
+    if _load_cached(key) is not None or _early_run_pid(key) is not None:
+        return False
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    cmd = [python, "-m", "hooks.parity", "--dest", str(dest), "--model-dir", str(model_dir), "--template", template,
+           "--python", python, "--early"]
+    child = subprocess.Popen(cmd, cwd=str(dest), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    # Reap it when it ends: an unreaped child stays a zombie, which a waiter would take for a live run.
+    threading.Thread(target=child.wait, daemon=True).start()
+    pid_file = _cache_dir() / f"{key}.pid"
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(str(child.pid))
+    return True
+
+
 def _resolve_template(answers: dict[str, Any], override: str | None) -> str | None:
     """The registered template to check: ``--template``, else branch a's ``chat_template`` answer."""
     if override:
@@ -315,7 +455,7 @@ def _resolve_template(answers: dict[str, Any], override: str | None) -> str | No
 
 
 def parity_for_answers(
-    dest: Path, answers: dict[str, Any], template: str | None = None
+    dest: Path, answers: dict[str, Any], template: str | None = None, *, early: bool = False
 ) -> tuple[ParityResult | None, str]:
     """Run the check for a generated model in checkout ``dest``; (None, why) when it cannot run here."""
     from hooks.smoke import framework_unavailable
@@ -328,7 +468,9 @@ def parity_for_answers(
         return None, why
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    return check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python), ""
+    result = cached_parity(dest.resolve(), model_dir, template, mindspeed_home=mindspeed_home, python=python,
+                           early=early)
+    return result, ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -336,19 +478,44 @@ def main(argv: list[str] | None = None) -> int:
     from hooks.smoke import load_answers
 
     parser = argparse.ArgumentParser(prog="python -m hooks.parity", description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
+    parser.add_argument("answers", type=Path, nargs="?", help=".copier-answers/<model_id>.yml in the checkout")
     parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
     parser.add_argument("--template", help="registered template name (default: the chat_template answer)")
+    parser.add_argument("--model-dir", type=Path, help="check this model folder instead of an answers file's")
+    parser.add_argument("--python", default=sys.executable, help="interpreter for the check (with --model-dir)")
+    parser.add_argument("--early", action="store_true", help=argparse.SUPPRESS)  # started by start_early
     args = parser.parse_args(argv)
     dest = args.dest.resolve()
-    answers = load_answers(args.answers if args.answers.is_absolute() else dest / args.answers)
-    result, why = parity_for_answers(dest, answers, args.template)
+    if args.model_dir is not None:
+        if not args.template:
+            parser.error("--model-dir needs --template")
+        answers = {"model_path": str(args.model_dir), "python": args.python, "data_branch": "a"}
+    elif args.answers is not None:
+        answers = load_answers(args.answers if args.answers.is_absolute() else dest / args.answers)
+    else:
+        parser.error("give an answers file or --model-dir with --template")
+    try:
+        result, why = parity_for_answers(dest, answers, args.template, early=args.early)
+    finally:
+        if args.early:
+            _release_early_run(dest, answers, args.template)
     if result is None:
         print(f"data parity: cannot run here: {why}")
         return 0
     print(result.summary())
     print(json.dumps({"verdict": result.verdict}))
     return {"mismatch": 1, "error": 2}.get(result.verdict, 0)
+
+
+def _release_early_run(dest: Path, answers: dict[str, Any], template: str | None) -> None:
+    """Remove the pid file ``start_early`` wrote for this run (a reused pid must not keep others waiting)."""
+    template = _resolve_template(answers, template)
+    if template is None:
+        return
+    python = os.path.expanduser(answers.get("python") or sys.executable)
+    model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
+    pid_file = _cache_dir() / f"{parity_key(dest, model_dir, template, python)}.pid"
+    pid_file.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
-"""Data parity (hooks/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, and
-(tier 2) MindSpeed-MM's qwen2vl template against a tiny Qwen2.5-VL's own processor."""
+"""Data parity (hooks/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, the
+result cache and the early run copier starts, and (tier 2) MindSpeed-MM's qwen2vl template against a
+tiny Qwen2.5-VL's own processor."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from hooks.parity import answer_start, compare_ids, diff_lines, judge_payload, main
+from hooks import parity
+from hooks.parity import ParityResult, answer_start, compare_ids, diff_lines, judge_payload, main
 
 # A toy vocabulary: enough to spell Qwen- and GLM-style samples.
 VOCAB = {
@@ -118,6 +123,119 @@ def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.Captur
     answers.write_text("model_id: x\nmodel_path: /nowhere\ndata_branch: a\nchat_template: qwen2vl\n")
     assert main([str(answers), "--dest", str(tmp_path)]) == 0
     assert "cannot run here: destination is not a MindSpeed-MM checkout" in capsys.readouterr().out
+
+
+# --- cache and early run ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def checkout_and_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """A model folder and a checkout's data code: the files a verdict depends on (nothing is run)."""
+    monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
+    model, data = tmp_path / "model", tmp_path / "co" / "mindspeed_mm" / "fsdp" / "data"
+    model.mkdir()
+    data.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"w")
+    (data / "template.py").write_text("A = 1\n")
+    return tmp_path / "co", model
+
+
+def test_parity_key_follows_the_inputs_but_not_the_weights(checkout_and_model: tuple[Path, Path]) -> None:
+    dest, model = checkout_and_model
+    key = parity.parity_key(dest, model, "qwen2vl", "python3")
+    assert parity.parity_key(dest, model, "qwen2vl", "python3") == key
+    (model / "model.safetensors").write_bytes(b"other weights")
+    assert parity.parity_key(dest, model, "qwen2vl", "python3") == key
+    assert parity.parity_key(dest, model, "glm4.1v", "python3") != key
+    assert parity.parity_key(dest, model, "qwen2vl", "/other/python") != key
+    (dest / "mindspeed_mm" / "fsdp" / "data" / "template.py").write_text("A = 22\n")
+    assert parity.parity_key(dest, model, "qwen2vl", "python3") != key
+
+
+def test_cached_verdict_is_reused_and_errors_are_not(checkout_and_model: tuple[Path, Path],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    dest, model = checkout_and_model
+    runs: list[str] = []
+
+    def fake_check(*_args: object, **_kwargs: object) -> ParityResult:  # test double for the subprocess
+        runs.append("run")
+        return ParityResult("error" if len(runs) == 1 else "match", ["details"])
+
+    monkeypatch.setattr(parity, "check_parity", fake_check)
+    assert parity.cached_parity(dest, model, "qwen2vl").verdict == "error"
+    assert parity.cached_parity(dest, model, "qwen2vl").verdict == "match"  # the error was not stored
+    again = parity.cached_parity(dest, model, "qwen2vl")
+    assert again == ParityResult("match", ["details"]) and len(runs) == 2
+
+
+def test_a_stored_result_from_other_package_versions_is_ignored(checkout_and_model: tuple[Path, Path],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    dest, model = checkout_and_model
+    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
+    parity._store(key, ParityResult("match"))
+    assert parity._load_cached(key) is not None
+    monkeypatch.setattr(parity, "_env_versions", lambda: {"transformers": "9.9.9"})
+    assert parity._load_cached(key) is None
+
+
+def test_waits_for_the_early_run_and_uses_its_result(checkout_and_model: tuple[Path, Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real second process plays the early run: it holds the pid file, then stores its verdict."""
+    dest, model = checkout_and_model
+    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); time.sleep(1.5)\n"
+              "from hooks import parity; parity._store(sys.argv[2], parity.ParityResult('compatible', ['early']))")
+    root = Path(parity.__file__).resolve().parents[1]
+    early = subprocess.Popen([sys.executable, "-c", script, str(root), key])
+    (parity._cache_dir() / f"{key}.pid").parent.mkdir(parents=True, exist_ok=True)
+    (parity._cache_dir() / f"{key}.pid").write_text(str(early.pid))
+    monkeypatch.setattr(parity, "check_parity", lambda *a, **k: pytest.fail("ran instead of waiting"))
+    start = time.monotonic()
+    result = parity.cached_parity(dest, model, "qwen2vl")
+    assert result.verdict == "compatible" and result.details == ["early"]
+    assert time.monotonic() - start >= 1.0
+    early.wait()
+
+
+def test_a_finished_unreaped_early_run_is_not_waited_for(checkout_and_model: tuple[Path, Path]) -> None:
+    dest, model = checkout_and_model
+    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    (parity._cache_dir() / f"{key}.pid").parent.mkdir(parents=True, exist_ok=True)
+    (parity._cache_dir() / f"{key}.pid").write_text(str(zombie.pid))
+    time.sleep(0.5)  # exited, not yet reaped
+    if sys.platform.startswith("linux"):
+        assert parity._early_run_pid(key) is None
+    zombie.wait()
+    assert parity._early_run_pid(key) is None
+
+
+def test_no_early_run_outside_a_checkout(tmp_path: Path, tiny_models) -> None:  # noqa: ANN001
+    from hooks.copier_ext import start_early_parity
+
+    assert start_early_parity(str(tiny_models("qwen2_5_vl")), sys.executable, str(tmp_path)) is False
+
+
+@pytest.mark.tier2
+def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_path: Path,  # noqa: ANN001
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """start_early in a real checkout: detached run, pid file gone afterwards, result read without a rerun."""
+    from hooks.copier_ext import start_early_parity
+
+    monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
+    model = tiny_models("qwen2_5_vl")
+    assert start_early_parity(str(model), sys.executable, str(mm_home)) is True
+    assert start_early_parity(str(model), sys.executable, str(mm_home)) is False  # already running
+    monkeypatch.setattr(parity, "check_parity", lambda *a, **k: pytest.fail("ran instead of waiting"))
+    answers = {"model_path": str(model), "python": sys.executable, "data_branch": "a", "chat_template": "qwen2vl"}
+    result, why = parity.parity_for_answers(mm_home, answers)
+    assert why == "" and result is not None and result.verdict in ("match", "compatible"), result
+    key = parity.parity_key(mm_home, model.resolve(), "qwen2vl", sys.executable)
+    deadline = time.monotonic() + 10
+    while (parity._cache_dir() / f"{key}.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (parity._cache_dir() / f"{key}.pid").exists()
 
 
 @pytest.mark.tier2
