@@ -2,8 +2,10 @@
 
 When the destination is not a MindSpeed-MM checkout we cannot run its trainer, but we can
 still check the *contract* a generated scaffold relies on (reference §4.5, §6.2, §7): the
-model loads in fp32, ``model.freeze`` patterns freeze matched modules, every module matched
-by an ``apply_modules`` pattern gets ``fully_shard`` in post-order and the root last, floating
+model loads in fp32, ``model.freeze`` patterns freeze matched modules, modules matched by a
+``recompute_plan`` pattern get their ``forward`` replaced by a non-reentrant checkpoint that
+passes ``past_key_values=None`` (``features/memory/recompute.py``, applied before sharding), every
+module matched by an ``apply_modules`` pattern gets ``fully_shard`` in post-order and the root last, floating
 batch tensors are cast to ``param_dtype``, ``model(**batch, use_cache=False).loss`` exists and
 back-propagates, the gradient norm is clipped and AdamW steps, with the logged loss averaged
 over the data-parallel ranks.
@@ -81,6 +83,7 @@ class WorkerArgs:
     model_dir: str
     apply_modules: list[str]
     freeze: list[str]
+    recompute: list[str]
     data_json: str | None
     media_root: str | None
     steps: int
@@ -116,6 +119,7 @@ def run_contract_smoke(
     apply_modules: list[str],
     *,
     freeze: Sequence[str] = (),
+    recompute: Sequence[str] = (),
     data_json: Path | None = None,
     media_root: Path | None = None,
     steps: int = 5,
@@ -143,6 +147,7 @@ def run_contract_smoke(
             model_dir=str(Path(model_dir).resolve()),
             apply_modules=list(apply_modules),
             freeze=list(freeze),
+            recompute=list(recompute),
             data_json=str(Path(data_json).resolve()) if data_json else None,
             media_root=str(Path(media_root or Path(data_json).parent).resolve()) if data_json else None,
             steps=steps,
@@ -367,6 +372,7 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     model = _load_model(Path(args.model_dir), args.trust_remote_code)
     _apply_freeze(model, args.freeze)
     accepted = _accepted_kwargs(model)
+    _apply_recompute(model, args.recompute)
     _apply_fsdp(model, args.apply_modules, mesh, dtype)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -466,6 +472,34 @@ def _apply_freeze(model: nn.Module, patterns: Sequence[str]) -> None:
         if any(module_name_match(pattern, name) for pattern in patterns):
             for param in module.parameters():
                 param.requires_grad_(False)
+
+
+def _apply_recompute(model: nn.Module, patterns: Sequence[str]) -> None:
+    """``features.recompute_plan``: checkpoint matched modules as MindSpeed-MM's ``recompute_wrapper`` does.
+
+    Its wrapper always passes ``past_key_values=None``, so a target whose ``forward`` takes neither
+    that nor ``**kwargs`` fails here, as it would in the trainer.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    hits = dict.fromkeys(patterns, 0)
+    for name, module in model.named_modules():
+        matched = [p for p in patterns if module_name_match(p, name)]
+        for pattern in matched:
+            hits[pattern] += 1
+        if matched:
+            module.forward = _checkpointed(module.forward, checkpoint)
+    missing = [p for p, count in hits.items() if count == 0]
+    if missing:
+        raise ContractError(f"recompute_plan pattern(s) {missing} matched no module of the model")
+
+
+def _checkpointed(forward: Any, checkpoint: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        kwargs["past_key_values"] = None
+        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+
+    return wrapper
 
 
 def _fsdp_units(model: nn.Module, patterns: Sequence[str]) -> list[nn.Module]:
@@ -714,6 +748,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--apply-modules", required=True, help="comma-separated fsdp_plan.apply_modules")
     parser.add_argument("--freeze", default="", help="comma-separated model.freeze patterns")
+    parser.add_argument("--recompute", default="", help="comma-separated features.recompute_plan.apply_modules")
     parser.add_argument("--data", type=Path, help="MindSpeed-MM huggingface-format JSON list")
     parser.add_argument("--media-root", type=Path, help="root of the image paths (default: the JSON's dir)")
     parser.add_argument("--steps", type=int, default=5)
@@ -736,6 +771,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ns.model_dir,
         _split(ns.apply_modules),
         freeze=_split(ns.freeze),
+        recompute=_split(ns.recompute),
         data_json=ns.data,
         media_root=ns.media_root,
         steps=ns.steps,

@@ -409,14 +409,19 @@ def cached_parity(
 ) -> ParityResult:
     """``check_parity``, reusing the result for the same inputs or the one an early run is computing.
 
-    ``early``: this process *is* the early run (``start_early``), so it computes instead of waiting.
+    ``early``: this process *is* the early run (``start_early``): it computes instead of waiting, and
+    removes the pid file when done (a later process reusing that pid must not keep anyone waiting).
     """
     key = parity_key(dest, model_dir, template, python)
-    result = _load_cached(key) or (None if early else _wait_for_early_run(key, timeout_s))
-    if result is None:
-        result = check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python,
-                              timeout_s=timeout_s)
-        _store(key, result)
+    try:
+        result = _load_cached(key) or (None if early else _wait_for_early_run(key, timeout_s))
+        if result is None:
+            result = check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python,
+                                  timeout_s=timeout_s)
+            _store(key, result)
+    finally:
+        if early:
+            (_cache_dir() / f"{key}.pid").unlink(missing_ok=True)
     return result
 
 
@@ -494,28 +499,13 @@ def main(argv: list[str] | None = None) -> int:
         answers = load_answers(args.answers if args.answers.is_absolute() else dest / args.answers)
     else:
         parser.error("give an answers file or --model-dir with --template")
-    try:
-        result, why = parity_for_answers(dest, answers, args.template, early=args.early)
-    finally:
-        if args.early:
-            _release_early_run(dest, answers, args.template)
+    result, why = parity_for_answers(dest, answers, args.template, early=args.early)
     if result is None:
         print(f"data parity: cannot run here: {why}")
         return 0
     print(result.summary())
     print(json.dumps({"verdict": result.verdict}))
     return {"mismatch": 1, "error": 2}.get(result.verdict, 0)
-
-
-def _release_early_run(dest: Path, answers: dict[str, Any], template: str | None) -> None:
-    """Remove the pid file ``start_early`` wrote for this run (a reused pid must not keep others waiting)."""
-    template = _resolve_template(answers, template)
-    if template is None:
-        return
-    python = os.path.expanduser(answers.get("python") or sys.executable)
-    model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    pid_file = _cache_dir() / f"{parity_key(dest, model_dir, template, python)}.pid"
-    pid_file.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

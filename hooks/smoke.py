@@ -130,13 +130,35 @@ def run_smoke(
         return result, inputs, note
     from hooks.contract_smoke import run_contract_smoke
 
-    note = f"contract smoke ({why}): torch fully_shard per the derived plan on {nproc} gloo ranks, real HF model"
+    plans = contract_plans(dest / "examples" / model_id / f"{model_id}_config.yaml", facts.get("plan", {}))
+    note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
+            "ranks, real HF model")
     result = run_contract_smoke(
-        inputs.model_dir, facts.get("plan", {}).get("apply_modules", []),
+        inputs.model_dir, plans["apply_modules"], freeze=plans["freeze"], recompute=plans["recompute"],
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
         trust_remote_code=bool(answers.get("trust_remote_code")),
     )
     return result, inputs, note
+
+
+def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[str]]:
+    """FSDP units, freeze and recompute targets as the generated YAML states them (the probe's plan without one).
+
+    Reading the YAML means the contract smoke checks what the user will train, edits included.
+    """
+    if not config_yaml.is_file():
+        return {"apply_modules": plan.get("apply_modules", []), "freeze": [],
+                "recompute": plan.get("recompute_modules", [])}
+    import yaml
+
+    cfg = yaml.safe_load(config_yaml.read_text()) or {}
+    features = cfg.get("features") or {}
+    recompute = (features.get("recompute_plan") or {}).get("apply_modules") or [] if features.get("recompute") else []
+    return {
+        "apply_modules": ((cfg.get("parallel") or {}).get("fsdp_plan") or {}).get("apply_modules") or [],
+        "freeze": (cfg.get("model") or {}).get("freeze") or [],
+        "recompute": list(recompute),
+    }
 
 
 def smoke_and_report(dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True) -> int:

@@ -122,6 +122,43 @@ def test_qwen2_5_vl_plan_trains(tiny_qwen2_5_vl: Path) -> None:
     assert forked.passed and forked.losses == result.losses, "forked ranks must train exactly like fresh ones"
 
 
+RECOMPUTE = ["model.visual.blocks.{*}", "model.language_model.layers.{*}"]
+
+
+def test_recompute_plan_trains_with_the_same_losses(tiny_qwen2_5_vl: Path) -> None:
+    """Checkpointing the planned blocks must not change the math, only when activations are computed."""
+    plain = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, steps=3, fork=True)
+    recomputed = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, recompute=RECOMPUTE, steps=3, fork=True)
+    assert recomputed.passed, recomputed.summary() + "\n" + recomputed.error + "\n" + recomputed.log_tail
+    assert recomputed.losses == pytest.approx(plain.losses, rel=1e-5)
+
+
+def test_recompute_target_without_past_key_values_fails(tiny_qwen2_5_vl: Path) -> None:
+    """MindSpeed-MM's wrapper passes past_key_values=None: a PatchMerger.forward(x) cannot take it."""
+    result = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, recompute=["model.visual.merger"], steps=2,
+                                fork=True)
+    assert not result.passed and "past_key_values" in result.error
+
+
+def test_unmatched_recompute_pattern_fails_with_its_name(tiny_qwen2_5_vl: Path) -> None:
+    result = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, recompute=["model.vision_tower.{*}"], steps=2,
+                                fork=True)
+    assert not result.passed and "recompute_plan pattern(s) ['model.vision_tower.{*}']" in result.error
+
+
+def test_contract_plans_come_from_the_generated_yaml(tmp_path: Path) -> None:
+    from hooks.smoke import contract_plans
+
+    probe_plan = {"apply_modules": ["a"], "recompute_modules": ["b"]}
+    assert contract_plans(tmp_path / "absent.yaml", probe_plan) == {"apply_modules": ["a"], "freeze": [],
+                                                                    "recompute": ["b"]}
+    yaml_file = tmp_path / "x_config.yaml"
+    yaml_file.write_text("parallel:\n  fsdp_plan:\n    apply_modules: [u, v]\nmodel:\n  freeze: [model.visual]\n"
+                         "features:\n  recompute: false\n  recompute_plan:\n    apply_modules: [w]\n")
+    assert contract_plans(yaml_file, probe_plan) == {"apply_modules": ["u", "v"], "freeze": ["model.visual"],
+                                                     "recompute": []}  # recompute off: the plan is not applied
+
+
 def test_unmatched_pattern_fails_with_its_name(
     tiny_qwen2_5_vl: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -92,6 +92,7 @@ def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
 
     facts = facts_by_arch(arch)
     result = run_contract_smoke(tiny_models(arch), facts["plan"]["apply_modules"], steps=5,
+                                recompute=facts["plan"]["recompute_modules"],
                                 trust_remote_code=arch.startswith("remote"), fork=True)
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
 
