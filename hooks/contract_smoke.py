@@ -38,6 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hooks import env_with_hooks
 from hooks.matching import module_name_match
 from hooks.verdict import SmokeResult, judge
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 IGNORE_INDEX = -100
 SEED = 1234
 _KILL_GRACE_S = 5.0  # let the other ranks write their own error before they are stopped
@@ -183,8 +183,7 @@ def _check_inputs(model_dir: Path, data_json: Path | None, steps: int, nproc: in
 
 def _worker_env(rank: int, nproc: int) -> dict[str, str]:
     """Environment of one rank: repo importable, offline, one thread each so ranks do not fight."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    env = env_with_hooks()
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
     env.setdefault("OMP_NUM_THREADS", "1")
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):

@@ -28,7 +28,8 @@ TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
 if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.probe
     sys.path.insert(0, str(TEMPLATE_ROOT))
 
-from hooks.postgen import copies_remote_code  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+from hooks.postgen import copies_remote_code  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
@@ -87,9 +88,8 @@ def _run_probe(model_path: str, python: str, trust: bool) -> tuple[int, str, str
            "--json", "--no-timings"]
     if trust:
         cmd.append("--trust-remote-code")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TEMPLATE_ROOT), os.environ.get("PYTHONPATH")])))
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False)
     except OSError as err:
         return 127, "", str(err)
     return done.returncode, done.stdout, done.stderr

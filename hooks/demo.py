@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
+from hooks import TEMPLATE_ROOT
 
 
 def prepare_destination(dest: Path, mm_home: str | None) -> Path:

@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hooks import env_with_hooks
+
 SAMPLE_QUESTION = "What color is this?"
 SAMPLE_ANSWER = "The image is red."
 TEXT_LIMIT = 600  # characters of each decoded sequence kept in the result
@@ -435,9 +437,8 @@ def start_early(dest: Path, model_dir: Path, template: str, python: str) -> bool
     key = parity_key(dest, model_dir, template, python)
     if _load_cached(key) is not None or _early_run_pid(key) is not None:
         return False
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    env = env_with_hooks()
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [python, "-m", "hooks.parity", "--dest", str(dest), "--model-dir", str(model_dir), "--template", template,
            "--python", python, "--early"]
     child = subprocess.Popen(cmd, cwd=str(dest), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
