@@ -481,16 +481,8 @@ def _apply_recompute(model: nn.Module, patterns: Sequence[str]) -> None:
     """
     from torch.utils.checkpoint import checkpoint
 
-    hits = dict.fromkeys(patterns, 0)
-    for name, module in model.named_modules():
-        matched = [p for p in patterns if module_name_match(p, name)]
-        for pattern in matched:
-            hits[pattern] += 1
-        if matched:
-            module.forward = _checkpointed(module.forward, checkpoint)
-    missing = [p for p, count in hits.items() if count == 0]
-    if missing:
-        raise ContractError(f"recompute_plan pattern(s) {missing} matched no module of the model")
+    for _, module in _matched(model.named_modules(), patterns, "recompute_plan"):
+        module.forward = _checkpointed(module.forward, checkpoint)
 
 
 def _checkpointed(forward: Any, checkpoint: Any) -> Any:
@@ -501,21 +493,32 @@ def _checkpointed(forward: Any, checkpoint: Any) -> Any:
     return wrapper
 
 
+def _matched(
+    named: Iterator[tuple[str, nn.Module]], patterns: Sequence[str], field: str
+) -> list[tuple[str, nn.Module]]:
+    """Modules any pattern matches, in ``named``'s order; a pattern that matches nothing is an error naming it."""
+    hits = dict.fromkeys(patterns, 0)
+    matched = []
+    for name, module in named:
+        names = [p for p in patterns if module_name_match(p, name)]
+        for pattern in names:
+            hits[pattern] += 1
+        if names:
+            matched.append((name, module))
+    missing = [p for p, count in hits.items() if count == 0]
+    if missing:
+        raise ContractError(f"{field} pattern(s) {missing} matched no module of the model")
+    return matched
+
+
 def _fsdp_units(model: nn.Module, patterns: Sequence[str]) -> list[nn.Module]:
     """Modules to shard, in post-order, after checking that every pattern names something."""
     units: list[nn.Module] = []
     seen: set[int] = set()
-    hits = dict.fromkeys(patterns, 0)
-    for name, module in _post_order(model):
-        matched = [p for p in patterns if module_name_match(p, name)]
-        for pattern in matched:
-            hits[pattern] += 1
-        if matched and name and id(module) not in seen:
+    for name, module in _matched(_post_order(model), patterns, "apply_modules"):
+        if name and id(module) not in seen:
             seen.add(id(module))
             units.append(module)
-    missing = [p for p, count in hits.items() if count == 0]
-    if missing:
-        raise ContractError(f"apply_modules pattern(s) {missing} matched no module of the model")
     if not units:
         raise ContractError("apply_modules matched no module: only the root would be sharded")
     return units
