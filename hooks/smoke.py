@@ -115,6 +115,7 @@ def run_smoke(
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)
     facts = answers.get("model_facts", {})
+    config_yaml = dest / "examples" / model_id / f"{model_id}_config.yaml"
     why, mindspeed_home = framework_unavailable(dest)
     if not why:
         from hooks.trainer_run import detect_device, run_framework_smoke
@@ -123,14 +124,14 @@ def run_smoke(
         note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} ranks on "
                 f"{device}{' through the CPU run-time bridges in hooks/bridges' if device == 'cpu' else ''}")
         result = run_framework_smoke(
-            dest, dest / "examples" / model_id / f"{model_id}_config.yaml",
+            dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
         )
         return result, inputs, note
     from hooks.contract_smoke import run_contract_smoke
 
-    plans = contract_plans(dest / "examples" / model_id / f"{model_id}_config.yaml", facts.get("plan", {}))
+    plans = contract_plans(config_yaml, facts.get("plan", {}))
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
             "ranks, real HF model")
     result = run_contract_smoke(
