@@ -38,7 +38,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hooks import env_with_hooks
+from hooks import env_with_hooks, exit_now
 from hooks.matching import module_name_match
 from hooks.verdict import SmokeResult, judge
 
@@ -253,7 +253,7 @@ def _forked_rank_main(args_path: str, log_path: str, env: dict[str, str]) -> Non
     os.environ.update(env)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)  # OMP_NUM_THREADS is read only at import time
-    _exit_now(_worker_main(Path(args_path)))
+    exit_now(_worker_main(Path(args_path)))
 
 
 def _wait_ranks(procs: list[Any], deadline: float) -> bool:
@@ -399,15 +399,6 @@ def _seed_everything(seed: int) -> None:
         import numpy as np
 
         np.random.seed(seed)
-
-
-def _exit_now(code: int) -> None:
-    """Leave without tearing down gloo: the result is written, and a rank whose peer already exited can
-    abort in gloo's C++ destructors ("terminate called without an active exception"), turning a
-    finished run into a crash. The OS closes the sockets."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 def _peak_rss_mb() -> float:
@@ -767,7 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--worker"]:
         code = _worker_main(Path(argv[1]))
-        _exit_now(code)
+        exit_now(code)
     ns = _parser().parse_args(argv)
     result = run_contract_smoke(
         ns.model_dir,

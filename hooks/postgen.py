@@ -20,6 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from hooks import exit_now
 from hooks.probe import ModelFacts, render_table
 from hooks.smoke import load_answers, smoke_and_report
 
@@ -133,4 +134,4 @@ def _skipped(answers_path: Path, answers: dict) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

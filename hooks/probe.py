@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hooks import exit_now
 from hooks.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
 # Data-path defaults for model families whose chat format an in-repo template already speaks.
@@ -432,4 +433,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hooks import exit_now
 from hooks.verdict import SmokeResult
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
@@ -191,4 +192,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())

@@ -97,3 +97,21 @@ def test_bad_model_dirs(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "x", "auto_map": {"AutoConfig": "a.B"}}))
     with pytest.raises(ProbeError, match="trust_remote_code"):
         probe(tmp_path)
+
+
+def test_cli_output_survives_the_fast_exit(tiny_models, tmp_path: Path) -> None:
+    """``python -m hooks.probe`` leaves through ``exit_now`` (no interpreter teardown): everything it
+    printed still reaches the pipe, and its exit code is the CLI's."""
+    import subprocess
+    import sys
+
+    from hooks import env_with_hooks
+
+    model = tiny_models("qwen2_5_vl")
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json", "--no-timings"],
+                          capture_output=True, text=True, env=env_with_hooks(), check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == json.loads(probe(model).to_json(with_timings=False))
+    bad = subprocess.run([sys.executable, "-m", "hooks.probe", str(tmp_path)], capture_output=True, text=True,
+                         env=env_with_hooks(), check=False)
+    assert bad.returncode == 2 and "model_path:" in bad.stderr and "has no config.json" in bad.stderr
