@@ -56,7 +56,8 @@ ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what the verdict depen
 # Runs inside framework_env (cwd = MindSpeed-MM root). Mirrors SupervisedDatasetProcessor._encode_data_example
 # without truncation, and records where the trained answer lies on both sides.
 _SCRIPT = r'''
-import json, sys
+import gc, json, sys
+gc.disable()  # short-lived: collecting during the torch/transformers imports frees nothing useful
 from PIL import Image
 model_dir, template_name, question, answer = sys.argv[1:5]
 image = Image.new("RGB", (64, 64), (200, 30, 30))

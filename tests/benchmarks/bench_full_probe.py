@@ -24,10 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FULL_CONFIGS = ROOT / "tests" / "fixtures" / "full_configs"
 
-# Runs in the child: probe once, count modules through the table the probe itself builds.
+# Runs in the child: probe once, count modules through the table the probe itself builds. Like
+# ``python -m hooks.probe``: cyclic GC off, no interpreter teardown (so wall is what copier waits for).
 CHILD = """
-import json, resource, sys
+import gc, json, resource, sys
+gc.disable()
 from pathlib import Path
+from hooks import exit_now
 import hooks.probe as probe_mod
 counted = []
 table_fn = probe_mod.module_table
@@ -40,6 +43,7 @@ facts = probe_mod.probe(Path(sys.argv[1]), with_processor=False)
 print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,
                   "problems": facts.plan["problems"],
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+exit_now(0)
 """
 
 
