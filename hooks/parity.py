@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import env_with_hooks, exit_now
+from hooks import env_with_hooks
 
 SAMPLE_QUESTION = "What color is this?"
 SAMPLE_ANSWER = "The image is red."
@@ -112,7 +112,7 @@ print("PARITY_JSON " + json.dumps({
 }))
 sys.stdout.flush()
 import os
-os._exit(0)  # skip the torch/transformers teardown: ~1.5 s of a core that the smoke's ranks need
+os._exit(0)  # hooks.exit_now, inlined (hooks is not on this path): skips ~1.5 s of teardown beside the smoke
 '''
 
 
@@ -514,4 +514,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    raise SystemExit(main())

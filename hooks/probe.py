@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import exit_now
+from hooks import run_one_shot
 from hooks.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
 # Data-path defaults for model families whose chat format an in-repo template already speaks.
@@ -433,8 +433,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # A one-shot process that copier waits on: the cyclic collector would rescan the ever-growing
-    # torch/transformers module graph during the imports (~20% of the probe's time) to free nothing
-    # that outlives the process anyway.
-    gc.disable()
-    exit_now(main())
+    run_one_shot(main)

@@ -24,14 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FULL_CONFIGS = ROOT / "tests" / "fixtures" / "full_configs"
 
-# Runs in the child: probe once, count modules through the table the probe itself builds. Like
-# ``python -m hooks.probe``: cyclic GC off, no interpreter teardown (so wall is what copier waits for).
+# Runs in the child: probe once, count modules through the table the probe itself builds. Run like
+# ``python -m hooks.probe`` (``run_one_shot``: cyclic GC off, no teardown), so wall is what copier waits for.
 CHILD = """
-import gc, json, resource, sys
-gc.disable()
+import json, resource, sys
 from pathlib import Path
-from hooks import exit_now
 import hooks.probe as probe_mod
+from hooks import run_one_shot
 counted = []
 table_fn = probe_mod.module_table
 def counting_table(model):
@@ -39,11 +38,13 @@ def counting_table(model):
     counted.append(len(table.modules))
     return table
 probe_mod.module_table = counting_table
-facts = probe_mod.probe(Path(sys.argv[1]), with_processor=False)
-print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,
-                  "problems": facts.plan["problems"],
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
-exit_now(0)
+def main():
+    facts = probe_mod.probe(Path(sys.argv[1]), with_processor=False)
+    print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,
+                      "problems": facts.plan["problems"],
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    return 0
+run_one_shot(main)
 """
 
 
