@@ -9,8 +9,11 @@ branch-A scaffold took 18 s wall on a 2-core machine).
 With ``MINDSPEED_MM_HOME`` (and ``MINDSPEED_HOME``) set, the copy goes into a fresh copy of that
 checkout, and the bare run into another fresh copy holding the generated plugin and example (a
 hand-made scaffold), on the smoke's own config (no loader or preprocessing workers: the strictest
-baseline), with cold bytecode and datasets caches like the copy's own smoke. ``--repeat N``
-measures N rounds and prints each plus the medians (this machine's timings vary by +-15%).
+baseline), with cold bytecode and datasets caches like the copy's own smoke. The two runs swap
+order every round. Besides the raw ratio (copy+smoke / bare) it prints ``ratio_overhead_only``:
+the bare run plus what the copy spends outside its trainer, over the bare run, which keeps the
+trainer's own run-to-run noise out of the comparison. ``--repeat N`` measures N rounds and prints
+each plus the medians (this machine's timings vary by +-15%).
 
 Without ``MINDSPEED_MM_HOME`` only probe/render/contract smoke are measured.
 """
@@ -48,33 +51,42 @@ def copier_copy(dest: Path, model_dir: Path, model_id: str, *, skip_tasks: bool)
 
 
 def bare_checkout(tmp: Path, name: str, mm_home: str, copied_from: Path, model_id: str) -> Path:
-    """A fresh checkout with the generated plugin and example copied in: what a hand-made scaffold leaves."""
+    """A fresh checkout with the rendered plugin and example copied in: what a hand-made scaffold leaves."""
     checkout = prepare_destination(tmp / name, mm_home)
     for rel in (Path("mindspeed_mm/fsdp/models") / model_id, Path("examples") / model_id):
         shutil.copytree(copied_from / rel, checkout / rel, ignore=shutil.ignore_patterns("__pycache__"))
     return checkout
 
 
-def bare_trainer_run(checkout: Path, work: Path, name: str = "bare") -> dict:
-    """The real trainer on ``cfg``, launched directly (no copier, no hooks), with a cold datasets cache."""
-    import yaml
+def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path) -> dict:
+    """The real trainer on the smoke's own config, launched directly (no copier, no hooks' probe or parity).
 
+    Same config derivation, data and launch as the copy's smoke, with cold datasets and bytecode caches.
+    """
     from hooks.smoke import find_mindspeed
-    from hooks.trainer_run import detect_device, framework_env, launch_trainer, parse_iterations
+    from hooks.tiny import build_demo_dataset
+    from hooks.trainer_run import run_framework_smoke
 
-    cfg = yaml.safe_load((work / "smoke_config.yaml").read_text())
-    cfg["data"]["dataset_param"]["basic_parameters"]["cache_dir"] = str(work / f"{name}_cache")
-    config = work / f"{name}_config.yaml"
-    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    env = framework_env(checkout, find_mindspeed(checkout)[1], cpu_bridges=detect_device() == "cpu")
-    run = launch_trainer(checkout, config, log_path=work / f"{name}_trainer.log", env=env)
-    losses = [r["loss"] for r in parse_iterations(run.log_text)]
-    return {"wall_s": round(run.wall_s, 2), "peak_rss_mb": run.peak_rss_mb, "iterations": len(losses),
-            "rc": run.returncode}
+    data_json = build_demo_dataset(work / "data")
+    result = run_framework_smoke(checkout, checkout / "examples" / model_id / f"{model_id}_config.yaml",
+                                 model_dir=model_dir, data_json=data_json, media_root=data_json.parent,
+                                 work_dir=work, mindspeed_home=find_mindspeed(checkout)[1])
+    return {"wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb, "passed": result.passed}
 
 
-def one_round(tmp: Path, model_dir: Path, mm_home: str | None) -> dict[str, object]:
-    """Probe, render, copy+smoke and (with a checkout) the bare run, each from cold caches."""
+def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
+    """``copier copy`` with its post-generation smoke; returns the wall time and the smoke's JSON line."""
+    wall, done = timed(copier_copy(checkout, model_dir, "bench", skip_tasks=False))
+    lines = [line for line in done.stdout.splitlines() if line.startswith('{"passed"')]
+    return wall, (json.loads(lines[-1]) if done.returncode == 0 and lines else {"error": done.stderr[-500:]})
+
+
+def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool) -> dict[str, object]:
+    """Probe, render, copy+smoke and (with a checkout) the bare run, each from cold caches.
+
+    ``bare_first`` alternates the order of the copy and the bare run between rounds, so that a
+    drift in the host's speed does not always land on the same side.
+    """
     tmp.mkdir(parents=True)
     os.environ["MSMM_CACHE"] = str(tmp / "cache")  # also no parity result from an earlier round
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -88,17 +100,25 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None) -> dict[str, obje
     wall, done = timed(copier_copy(render_dest, model_dir, "bench", skip_tasks=True))
     figures["render_wall_s (incl. probe in validator)"] = round(wall, 2)
 
+    # Both checkouts are written before anything is timed, then synced: a run must not share the disk
+    # with the write-back of a checkout copied just before it.
     checkout = prepare_destination(tmp / "checkout", mm_home)
-    wall, done = timed(copier_copy(checkout, model_dir, "bench", skip_tasks=False))
-    lines = [line for line in done.stdout.splitlines() if line.startswith('{"passed"')]
-    smoke = json.loads(lines[-1]) if done.returncode == 0 and lines else {"error": done.stderr[-500:]}
-    figures["copy_plus_smoke_wall_s"] = round(wall, 2)
+    bare = bare_checkout(tmp, "bare", mm_home, render_dest, "bench") if mm_home else None
+    os.sync()
+    if bare and bare_first:
+        figures["bare_trainer"] = bare_trainer_run(bare, model_dir, "bench", tmp / "bare_work")
+    copy_wall, smoke = copy_with_smoke(checkout, model_dir)
+    figures["copy_plus_smoke_wall_s"] = round(copy_wall, 2)
     figures["smoke"] = smoke
-    if mm_home:
-        work = Path(os.environ["MSMM_CACHE"]) / "smoke" / "bench"
-        bare = bare_trainer_run(bare_checkout(tmp, "bare", mm_home, checkout, "bench"), work)
-        figures["bare_trainer"] = bare
-        figures["ratio_copy_plus_smoke_to_bare"] = round(wall / bare["wall_s"], 2)
+    if bare and not bare_first:
+        figures["bare_trainer"] = bare_trainer_run(bare, model_dir, "bench", tmp / "bare_work")
+    if mm_home and "wall_s" in smoke:
+        bare_wall = figures["bare_trainer"]["wall_s"]
+        # What the copy adds around its own trainer run: copier, probe, render, post-generation.
+        figures["copy_outside_trainer_s"] = round(copy_wall - smoke["wall_s"], 2)
+        figures["ratio_copy_plus_smoke_to_bare"] = round(copy_wall / bare_wall, 2)
+        # The same ratio with the copy's trainer run replaced by the bare one (trainer noise removed).
+        figures["ratio_overhead_only"] = round((bare_wall + figures["copy_outside_trainer_s"]) / bare_wall, 2)
         figures["target_ratio"] = 1.5
     return figures
 
@@ -111,16 +131,17 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="msmm-bench-"))
     model_dir = build_tiny_model(args.arch, tmp / "model")
     mm_home = os.environ.get("MINDSPEED_MM_HOME")
-    rounds = [one_round(tmp / f"round{i}", model_dir, mm_home) for i in range(args.repeat)]
+    rounds = [one_round(tmp / f"round{i}", model_dir, mm_home, bare_first=i % 2 == 1)
+              for i in range(args.repeat)]
     for i, figures in enumerate(rounds):
         print(f"round {i + 1}: " + json.dumps(figures, indent=2))
     if len(rounds) > 1:
         keys = ["probe_wall_s", "render_wall_s (incl. probe in validator)", "copy_plus_smoke_wall_s"]
-        medians = {key: statistics.median(r[key] for r in rounds) for key in keys}
+        medians = {key: round(statistics.median(r[key] for r in rounds), 2) for key in keys}
         if mm_home:
-            medians["bare_trainer_wall_s"] = statistics.median(r["bare_trainer"]["wall_s"] for r in rounds)
-            medians["ratio_copy_plus_smoke_to_bare"] = statistics.median(
-                r["ratio_copy_plus_smoke_to_bare"] for r in rounds)
+            medians["bare_trainer_wall_s"] = round(statistics.median(r["bare_trainer"]["wall_s"] for r in rounds), 2)
+            for key in ("copy_outside_trainer_s", "ratio_copy_plus_smoke_to_bare", "ratio_overhead_only"):
+                medians[key] = round(statistics.median(r[key] for r in rounds), 2)
         print("medians: " + json.dumps(medians, indent=2))
     return 0
 
