@@ -17,7 +17,6 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
-from functools import lru_cache
 from pathlib import Path
 
 from jinja2 import pass_context
@@ -82,29 +81,40 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
     return problem if problem.startswith("trust_remote_code:") else ""
 
 
-@lru_cache(maxsize=8)
-def _run_probe(model_path: str, python: str, trust: bool) -> tuple[int, str, str]:
-    cmd = [python, "-m", "hooks.probe", str(Path(os.path.expanduser(model_path)).resolve()),
-           "--json", "--no-timings"]
-    if trust:
-        cmd.append("--trust-remote-code")
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False)
-    except OSError as err:
-        return 127, "", str(err)
-    return done.returncode, done.stdout, done.stderr
+_PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
 
 
-def start_early_parity(model_path: str, python: str, dst_path: str) -> bool:
-    """Start the data-parity check for the template the probe will recommend, beside the probe.
+def _run_probe(model_path: str, python: str, trust: bool, early_parity: list[str] | None = None
+               ) -> tuple[int, str, str]:
+    """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent).
+
+    ``early_parity`` (checkout, template, interpreter answer): the probe then hands its process to
+    that data-parity check when it has printed its facts (``hooks.parity.fork_early_run``).
+    """
+    key = (model_path, python, trust)
+    if key not in _PROBE_RUNS:
+        cmd = [python, "-m", "hooks.probe", str(Path(os.path.expanduser(model_path)).resolve()),
+               "--json", "--no-timings"]
+        if trust:
+            cmd.append("--trust-remote-code")
+        if early_parity:
+            cmd += ["--early-parity", *early_parity]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False)
+            _PROBE_RUNS[key] = done.returncode, done.stdout, done.stderr
+        except OSError as err:
+            return 127, "", str(err)
+    return _PROBE_RUNS[key]
+
+
+def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str] | None:
+    """(checkout, template, interpreter) of the data-parity check the probe can run right after itself.
 
     Only a family's in-repo template is checked, only in a MindSpeed-MM checkout; postgen reuses the
-    result when the user keeps that template. Best effort: any problem here just means postgen
-    runs the check itself.
+    result when the user keeps that template. Best effort: None just means postgen runs the check.
     """
     import json
 
-    from hooks.parity import start_early
     from hooks.probe import recommend_branch
     from hooks.smoke import framework_unavailable
 
@@ -112,21 +122,20 @@ def start_early_parity(model_path: str, python: str, dst_path: str) -> bool:
     model_dir = Path(os.path.expanduser(str(model_path))).resolve()
     try:
         model_type = json.loads((model_dir / "config.json").read_text()).get("model_type", "")
-        branch, _, template, _ = recommend_branch(str(model_type))
-        if branch != "a" or not template or framework_unavailable(dest)[0]:
-            return False
-        return start_early(dest, model_dir, template, os.path.expanduser(str(python)))
     except (OSError, ValueError):
-        return False
+        return None
+    branch, _, template, _ = recommend_branch(str(model_type))
+    if branch != "a" or not template or framework_unavailable(dest)[0]:
+        return None
+    return [str(dest), template, os.path.expanduser(str(python))]
 
 
 def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "") -> str:
     """Run the probe once (cached); its failure becomes the validation message."""
     if model_dir_error(model_path) or trust_error(model_path, trust_remote_code):
         return ""  # reported by the earlier questions
-    if dst_path:
-        start_early_parity(model_path, python, dst_path)
-    code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code))
+    early = early_parity_target(model_path, python, dst_path) if dst_path else None
+    code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), early)
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"
     if code not in (0, 1) or not out.strip():

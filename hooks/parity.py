@@ -16,9 +16,10 @@ answer tokens; other differences listed), ``mismatch`` (image-token count, media
 tokens differ), ``error`` (the check itself could not run).
 
 Results are cached under the inputs they depend on (template, interpreter, the model folder's
-non-weight files, the checkout's data code, this script), which lets copier start the check for the
-recommended template in the background while the probe runs (``start_early``); the
-post-generation step then picks the result up instead of competing with the smoke for the CPU.
+non-weight files, the checkout's data code, this script). That lets the probe, once its facts are
+printed, hand its warm process (torch, transformers and the processor already loaded) to the check
+for the recommended template (``fork_early_run``) while copier renders; the post-generation step
+then picks the result up instead of competing with the smoke for the CPU.
 
 ``python -m hooks.parity .copier-answers/<model_id>.yml [--dest CHECKOUT] [--template NAME]``
 ``python -m hooks.parity --model-dir DIR --template NAME [--dest CHECKOUT]``
@@ -35,14 +36,11 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-from hooks import env_with_hooks
 
 SAMPLE_QUESTION = "What color is this?"
 SAMPLE_ANSWER = "The image is red."
@@ -52,10 +50,11 @@ MAX_DIFF_LINES = 12
 _MARK = "PARITY_JSON "
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what the verdict depends on besides the files
+EARLY_TIMEOUT_S = 300  # the forked early run's deadline; postgen's own check has its own timeout
 
 # Runs inside framework_env (cwd = MindSpeed-MM root). Mirrors SupervisedDatasetProcessor._encode_data_example
-# without truncation, and records where the trained answer lies on both sides.
-_SCRIPT = r'''
+# without truncation, records where the trained answer lies on both sides, and leaves it all in ``payload``.
+_ENCODE = r'''
 import gc, json, sys
 gc.disable()  # short-lived: collecting during the torch/transformers imports frees nothing useful
 from PIL import Image
@@ -98,7 +97,7 @@ own_tok = own.tokenizer
 pieces = {}
 for i in set(mm_ids) | set(ref_ids):
     pieces[i] = own_tok.decode([i], skip_special_tokens=False)
-print("PARITY_JSON " + json.dumps({
+payload = {
     "mm_ids": [int(i) for i in mm_ids], "mm_answer_start": answer_start,
     "ref_ids": ref_ids, "ref_prompt_ids": ref_prompt,
     "image_token": image_token,
@@ -109,7 +108,11 @@ print("PARITY_JSON " + json.dumps({
     "pieces": {str(k): v for k, v in pieces.items()},
     "mm_text": tokenizer.decode(mm_ids, skip_special_tokens=False),
     "ref_text": own_tok.decode(ref_ids, skip_special_tokens=False),
-}))
+}
+'''
+# As a subprocess (``python -c``) the script prints the payload and leaves without teardown.
+_SCRIPT = _ENCODE + r'''
+print("PARITY_JSON " + json.dumps(payload))
 sys.stdout.flush()
 import os
 os._exit(0)  # hooks.exit_now, inlined (hooks is not on this path): skips ~1.5 s of teardown beside the smoke
@@ -411,48 +414,103 @@ def cached_parity(
     mindspeed_home: Path | None = None,
     python: str = sys.executable,
     timeout_s: float = 600,
-    early: bool = False,
 ) -> ParityResult:
-    """``check_parity``, reusing the result for the same inputs or the one an early run is computing.
-
-    ``early``: this process *is* the early run (``start_early``): it computes instead of waiting, and
-    removes the pid file when done (a later process reusing that pid must not keep anyone waiting).
-    """
+    """``check_parity``, reusing the result for the same inputs or the one an early run is computing."""
     key = parity_key(dest, model_dir, template, python)
-    try:
-        result = _load_cached(key) or (None if early else _wait_for_early_run(key, timeout_s))
-        if result is None:
-            result = check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python,
-                                  timeout_s=timeout_s)
-            _store(key, result)
-    finally:
-        if early:
-            (_cache_dir() / f"{key}.pid").unlink(missing_ok=True)
+    result = _load_cached(key) or _wait_for_early_run(key, timeout_s)
+    if result is None:
+        result = check_parity(dest, model_dir, template, mindspeed_home=mindspeed_home, python=python,
+                              timeout_s=timeout_s)
+        _store(key, result)
     return result
 
 
-def start_early(dest: Path, model_dir: Path, template: str, python: str) -> bool:
-    """Start the check in the background, detached; False when it is cached or already running.
+def _enter_framework(mm_home: Path, mindspeed_home: Path | None) -> None:
+    """Give this process what ``check_parity``'s subprocess gets: environment, ``sys.path``, cwd, CPU bridges."""
+    import importlib.util
 
-    copier calls this while the probe runs on one core: the other is idle then, whereas after
-    rendering the check would compete with the smoke's two trainer ranks. It writes bytecode
-    nowhere, so an abandoned copy leaves the checkout untouched.
+    from hooks.trainer_run import BRIDGES_DIR, detect_device, framework_env
+
+    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=detect_device() == "cpu")
+    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    os.environ.update(env)
+    sys.path[:0] = [path for path in env["PYTHONPATH"].split(os.pathsep) if path]
+    sys.dont_write_bytecode = True  # an abandoned copy must leave the checkout untouched
+    os.chdir(mm_home)
+    if env.get("MSMM_CPU_BRIDGES") == "1":
+        spec = importlib.util.spec_from_file_location("msmm_cpu_bridges", BRIDGES_DIR / "sitecustomize.py")
+        if spec is not None and spec.loader is not None:
+            spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def check_parity_in_this_process(
+    mm_home: Path, model_dir: Path, template: str, *, mindspeed_home: Path | None = None
+) -> ParityResult:
+    """``check_parity`` without a new interpreter: the same script, run here.
+
+    It takes this process over (environment, ``sys.path``, working directory), so only a process
+    about to exit may call it: the forked early run.
     """
+    argv = sys.argv
+    try:
+        _enter_framework(Path(mm_home), mindspeed_home)
+        sys.argv = ["parity", str(Path(model_dir).resolve()), template, SAMPLE_QUESTION, SAMPLE_ANSWER]
+        scope: dict[str, Any] = {"__name__": "__msmm_parity__"}
+        exec(compile(_ENCODE, "<msmm parity>", "exec"), scope)  # noqa: S102 - our own script, as python -c runs it
+        result = judge_payload(scope["payload"])
+    except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
+        return ParityResult("error", [f"parity check failed in the probe's process: {type(err).__name__}: {err}"])
+    finally:
+        sys.argv = argv
+    result.details.insert(0, f"template {template!r} vs {Path(model_dir).name}'s own chat template")
+    return result
+
+
+def _detach() -> None:
+    """Own session, no inherited pipes (copier stops waiting when the probe exits), low priority, a deadline."""
+    import signal
+
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.nice(10)  # it runs beside copier's rendering and the smoke's start
+    signal.alarm(EARLY_TIMEOUT_S)  # a hung run dies: postgen stops waiting and runs the check itself
+
+
+def fork_early_run(dest: Path, model_dir: Path, template: str, python: str) -> bool:
+    """Run the check in a fork of this process (the probe's) and return at once; False when not started.
+
+    The probe has just imported torch and transformers and loaded the model's processor: the
+    child reuses all of it instead of a second interpreter importing them again beside the probe,
+    which slowed the probe by ~1 s on a 2-core machine. The child publishes its pid for postgen to
+    wait on, stores its verdict under the key postgen computes (``python`` is the interpreter
+    answer, as postgen reads it) and exits. It writes no bytecode: an abandoned copy leaves the
+    checkout untouched.
+    """
+    from hooks.smoke import framework_unavailable
+
+    dest, model_dir = Path(dest).resolve(), Path(model_dir).resolve()
+    why, mindspeed_home = framework_unavailable(dest)
+    if why or not hasattr(os, "fork"):
+        return False
     key = parity_key(dest, model_dir, template, python)
     if _load_cached(key) is not None or _early_run_pid(key) is not None:
         return False
-    env = env_with_hooks()
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    cmd = [python, "-m", "hooks.parity", "--dest", str(dest), "--model-dir", str(model_dir), "--template", template,
-           "--python", python, "--early"]
-    child = subprocess.Popen(cmd, cwd=str(dest), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
-    # Reap it when it ends: an unreaped child stays a zombie, which a waiter would take for a live run.
-    threading.Thread(target=child.wait, daemon=True).start()
     pid_file = _cache_dir() / f"{key}.pid"
     pid_file.parent.mkdir(parents=True, exist_ok=True)
-    pid_file.write_text(str(child.pid))
-    return True
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        pid_file.write_text(str(pid))
+        return True
+    try:
+        _detach()
+        _store(key, check_parity_in_this_process(dest, model_dir, template, mindspeed_home=mindspeed_home))
+    finally:
+        pid_file.unlink(missing_ok=True)
+        os._exit(0)
 
 
 def _resolve_template(answers: dict[str, Any], override: str | None) -> str | None:
@@ -465,7 +523,7 @@ def _resolve_template(answers: dict[str, Any], override: str | None) -> str | No
 
 
 def parity_for_answers(
-    dest: Path, answers: dict[str, Any], template: str | None = None, *, early: bool = False
+    dest: Path, answers: dict[str, Any], template: str | None = None
 ) -> tuple[ParityResult | None, str]:
     """Run the check for a generated model in checkout ``dest``; (None, why) when it cannot run here."""
     from hooks.smoke import framework_unavailable
@@ -478,8 +536,7 @@ def parity_for_answers(
         return None, why
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    result = cached_parity(dest.resolve(), model_dir, template, mindspeed_home=mindspeed_home, python=python,
-                           early=early)
+    result = cached_parity(dest.resolve(), model_dir, template, mindspeed_home=mindspeed_home, python=python)
     return result, ""
 
 
@@ -493,7 +550,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--template", help="registered template name (default: the chat_template answer)")
     parser.add_argument("--model-dir", type=Path, help="check this model folder instead of an answers file's")
     parser.add_argument("--python", default=sys.executable, help="interpreter for the check (with --model-dir)")
-    parser.add_argument("--early", action="store_true", help=argparse.SUPPRESS)  # started by start_early
     args = parser.parse_args(argv)
     dest = args.dest.resolve()
     if args.model_dir is not None:
@@ -504,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         answers = load_answers(args.answers if args.answers.is_absolute() else dest / args.answers)
     else:
         parser.error("give an answers file or --model-dir with --template")
-    result, why = parity_for_answers(dest, answers, args.template, early=args.early)
+    result, why = parity_for_answers(dest, answers, args.template)
     if result is None:
         print(f"data parity: cannot run here: {why}")
         return 0

@@ -421,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
+    parser.add_argument("--early-parity", nargs=3, metavar=("CHECKOUT", "TEMPLATE", "PYTHON"),
+                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the parity check
     args = parser.parse_args(argv)
     try:
         facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
@@ -429,6 +431,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
+    if args.early_parity:
+        from hooks.parity import fork_early_run
+
+        checkout, template, python = args.early_parity
+        try:
+            fork_early_run(Path(checkout), args.model_dir, template, python)
+        except OSError:
+            pass  # best effort: postgen then runs the check itself
     return 1 if facts.plan["problems"] else 0
 
 

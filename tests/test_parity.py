@@ -1,10 +1,9 @@
 """Data parity (hooks/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, the
-result cache and the early run copier starts, and (tier 2) MindSpeed-MM's qwen2vl template against a
+result cache and the early run the probe forks, and (tier 2) MindSpeed-MM's qwen2vl template against a
 tiny Qwen2.5-VL's own processor."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -212,38 +211,68 @@ def test_a_finished_unreaped_early_run_is_not_waited_for(checkout_and_model: tup
 
 
 def test_no_early_run_outside_a_checkout(tmp_path: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.copier_ext import start_early_parity
+    from hooks.copier_ext import early_parity_target
 
-    assert start_early_parity(str(tiny_models("qwen2_5_vl")), sys.executable, str(tmp_path)) is False
+    assert early_parity_target(str(tiny_models("qwen2_5_vl")), sys.executable, str(tmp_path)) is None
+
+
+_FORK_WITH_SLOW_CHECK = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from hooks import parity
+
+def slow_check_test_double(*_args, **_kwargs):  # stands in for the real check (tier 2 runs that)
+    time.sleep(2)
+    return parity.ParityResult("compatible", ["forked"])
+
+parity.check_parity_in_this_process = slow_check_test_double
+import hooks.smoke
+hooks.smoke.framework_unavailable = lambda dest: ("", None)
+start = time.monotonic()
+started = parity.fork_early_run(Path(sys.argv[2]), Path(sys.argv[3]), "qwen2vl", sys.executable)
+print(started, round(time.monotonic() - start, 2))
+"""
+
+
+def test_fork_early_run_returns_at_once_and_leaves_its_verdict(checkout_and_model: tuple[Path, Path]) -> None:
+    """The fork mechanics on their own: the parent goes on, the detached child stores and unpublishes."""
+    dest, model = checkout_and_model
+    root = Path(parity.__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", _FORK_WITH_SLOW_CHECK, str(root), str(dest), str(model)],
+                          capture_output=True, text=True, timeout=60, check=True)
+    started, seconds = done.stdout.split()
+    assert started == "True" and float(seconds) < 1.5  # returned before the 2 s check could end
+    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
+    pid_file = parity._cache_dir() / f"{key}.pid"
+    deadline = time.monotonic() + 30
+    while (pid_file.exists() or parity._load_cached(key) is None) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert parity._load_cached(key) == ParityResult("compatible", ["forked"])
+    assert not pid_file.exists()
 
 
 @pytest.mark.tier2
 def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_path: Path,  # noqa: ANN001
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """start_early in a real checkout: detached run, pid file gone afterwards, result read without a rerun."""
-    from hooks.copier_ext import start_early_parity
+    """The probe CLI forks the real check in a real checkout; postgen reads its verdict without a rerun."""
+    from hooks import env_with_hooks
+    from hooks.copier_ext import early_parity_target
 
     monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
     model = tiny_models("qwen2_5_vl")
-    assert start_early_parity(str(model), sys.executable, str(mm_home)) is True
-    assert start_early_parity(str(model), sys.executable, str(mm_home)) is False  # already running
+    target = early_parity_target(str(model), sys.executable, str(mm_home))
+    assert target == [str(mm_home.resolve()), "qwen2vl", sys.executable]
+    probe = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json", "--no-timings",
+                            "--early-parity", *target], capture_output=True, text=True, env=env_with_hooks(),
+                           timeout=300, check=False)
+    assert probe.returncode in (0, 1) and probe.stdout.strip().startswith("{"), probe.stderr[-2000:]
     monkeypatch.setattr(parity, "check_parity", lambda *a, **k: pytest.fail("ran instead of waiting"))
     answers = {"model_path": str(model), "python": sys.executable, "data_branch": "a", "chat_template": "qwen2vl"}
     result, why = parity.parity_for_answers(mm_home, answers)
     assert why == "" and result is not None and result.verdict in ("match", "compatible"), result
-    key = parity.parity_key(mm_home, model.resolve(), "qwen2vl", sys.executable)
+    key = parity.parity_key(mm_home.resolve(), model.resolve(), "qwen2vl", sys.executable)
     deadline = time.monotonic() + 10
     while (parity._cache_dir() / f"{key}.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not (parity._cache_dir() / f"{key}.pid").exists()
-
-
-@pytest.mark.tier2
-def test_qwen2_5_vl_qwen2vl_template_is_not_mismatch(mm_home: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.parity import check_parity
-
-    mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
-    result = check_parity(mm_home, tiny_models("qwen2_5_vl"), "qwen2vl", mindspeed_home=mindspeed_home)
-    assert result.verdict in ("match", "compatible"), result.summary()
-    assert "<|image_pad|>" in result.mm_text and result.mm_text.count("<|image_pad|>") == \
-        result.ref_text.count("<|image_pad|>")
