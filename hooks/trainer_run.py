@@ -249,6 +249,67 @@ def launch_trainer(
     )
 
 
+def _launcher_child_rss_mb(shell_pid: int) -> dict[int, float]:
+    """Rank RSS of a prestarted launch: its ranks are children of torchrun, itself the child of ``sh``."""
+    import psutil
+
+    try:
+        launchers = psutil.Process(shell_pid).children()
+    except psutil.Error:
+        return {}
+    return _rank_rss_mb(launchers[0].pid) if launchers else {}
+
+
+def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log_path: Path,
+                  env: dict[str, str], timeout_s: float = 900) -> TrainerRun:
+    """``launch_trainer`` for ranks prestarted by ``hooks.prestart``: let them go, then follow them the same way.
+
+    The launch is not our child: its output comes from its log file, its exit code from the file its
+    ``sh`` writes, and a timeout stops its process group as ``launch_trainer`` would.
+    """
+    from hooks import prestart
+
+    state, shell_pid = Path(launch["state"]), int(launch["pid"])
+    peaks: dict[int, float] = {}
+    chunks: list[str] = []
+    start = time.monotonic()
+    prestart.go(launch, [str(Path(yaml_path).resolve())], env, Path(mm_home))
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w", encoding="utf-8") as log, (state / "trainer.log").open(errors="replace") as source:
+        log.write("$ " + " ".join(launch["cmd"]) + "  # prestarted while copier probed; adopted\n")
+
+        def follow() -> None:
+            text = source.read()
+            log.write(text)
+            log.flush()
+            chunks.append(text)
+
+        finished = True
+        while not (state / "rc").exists():
+            if time.monotonic() - start > timeout_s:
+                finished = False
+                for sig in (signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.killpg(shell_pid, sig)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(5)
+                break
+            for rank, rss in _launcher_child_rss_mb(shell_pid).items():
+                peaks[rank] = max(peaks.get(rank, 0.0), rss)
+            follow()
+            time.sleep(0.25)
+        follow()
+    rc_text = (state / "rc").read_text().strip() if (state / "rc").exists() else ""
+    return TrainerRun(
+        returncode=int(rc_text) if rc_text.lstrip("-").isdigit() else -signal.SIGKILL,
+        log_text="".join(chunks),
+        wall_s=time.monotonic() - start,
+        timed_out=not finished,
+        peak_rss_mb=[round(peaks[r], 1) for r in sorted(peaks)],
+    )
+
+
 def run_trainer(
     mm_home: Path,
     yaml_path: Path,
@@ -510,6 +571,8 @@ def run_framework_smoke(
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
 
+    from hooks import prestart
+
     work_dir = Path(work_dir)
     device = device or detect_device()
     generated = yaml.safe_load(Path(generated_yaml_path).read_text(encoding="utf-8"))
@@ -525,15 +588,15 @@ def run_framework_smoke(
     )
     yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
-    run = launch_trainer(
-        Path(mm_home),
-        yaml_path,
-        log_path=work_dir / "smoke_trainer.log",
-        nproc=nproc,
-        python=python,
-        env=env,
-        timeout_s=timeout_s,
-    )
+    log_path = work_dir / "smoke_trainer.log"
+    # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.prestart).
+    launch = prestart.claim(Path(mm_home), mindspeed_home, device, nproc) if python == sys.executable else None
+    if launch is not None:
+        run = adopt_trainer(launch, Path(mm_home), yaml_path, log_path=log_path, env=env, timeout_s=timeout_s)
+    else:
+        run = launch_trainer(
+            Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env, timeout_s=timeout_s
+        )
     records = parse_iterations(run.log_text)
     result = SmokeResult(
         mode="framework",
