@@ -84,21 +84,18 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
 _PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
 
 
-def _run_probe(model_path: str, python: str, trust: bool, early_parity: list[str] | None = None
-               ) -> tuple[int, str, str]:
+def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
     """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent).
 
-    ``early_parity`` (checkout, template, interpreter answer): the probe then hands its process to
-    that data-parity check when it has printed its facts (``hooks.parity.fork_early_run``).
+    ``extra``: the hidden ``--prestart-trainer``/``--early-parity`` options, with which the probe
+    also gets the smoke's trainer ranks going and hands its warm process to the data-parity check.
     """
     key = (model_path, python, trust)
     if key not in _PROBE_RUNS:
         cmd = [python, "-m", "hooks.probe", str(Path(os.path.expanduser(model_path)).resolve()),
-               "--json", "--no-timings"]
+               "--json", "--no-timings", *extra]
         if trust:
             cmd.append("--trust-remote-code")
-        if early_parity:
-            cmd += ["--early-parity", *early_parity]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False)
             _PROBE_RUNS[key] = done.returncode, done.stdout, done.stderr
@@ -118,7 +115,7 @@ def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str
     from hooks.probe import recommend_branch
     from hooks.smoke import framework_unavailable
 
-    dest = Path(str(dst_path or ".")).resolve()
+    dest = Path(os.path.expanduser(str(dst_path))).resolve()
     model_dir = Path(os.path.expanduser(str(model_path))).resolve()
     try:
         model_type = json.loads((model_dir / "config.json").read_text()).get("model_type", "")
@@ -130,12 +127,29 @@ def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str
     return [str(dest), template, os.path.expanduser(str(python))]
 
 
-def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "") -> str:
-    """Run the probe once (cached); its failure becomes the validation message."""
+def _probe_extras(model_path: str, python: str, dst_path: str, smoke_follows: bool) -> tuple[str, ...]:
+    """What the probe starts besides itself for a copy into ``dst_path`` (nothing outside a checkout)."""
+    from hooks.smoke import framework_unavailable
+
+    if not dst_path or framework_unavailable(Path(os.path.expanduser(dst_path)).resolve())[0]:
+        return ()
+    early = early_parity_target(model_path, python, dst_path)
+    prestart = ("--prestart-trainer", str(Path(os.path.expanduser(dst_path)).resolve())) if smoke_follows else ()
+    return (*(("--early-parity", *early) if early else ()), *prestart)
+
+
+def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
+                run_smoke: object = True, no_tasks: bool = False) -> str:
+    """Run the probe once (cached); its failure becomes the validation message.
+
+    ``run_smoke`` (as given with ``--data``: text, the question comes later) and ``no_tasks``
+    (``--skip-tasks``/``--pretend``) say whether a smoke follows: then the probe prestarts its ranks.
+    """
     if model_dir_error(model_path) or trust_error(model_path, trust_remote_code):
         return ""  # reported by the earlier questions
-    early = early_parity_target(model_path, python, dst_path) if dst_path else None
-    code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), early)
+    smoke_follows = not no_tasks and str(run_smoke).strip().lower() not in ("false", "no", "n", "0", "off")
+    extras = _probe_extras(str(model_path), str(python), str(dst_path), smoke_follows)
+    code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), extras)
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"
     if code not in (0, 1) or not out.strip():

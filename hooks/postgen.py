@@ -107,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         copied = copy_remote_code(model_dir, plugin_dir, facts.class_module)
         print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
+    if args.no_smoke or facts.plan["problems"]:
+        from hooks.prestart import release
+
+        release(dest)  # the probe may have prestarted the smoke's trainer ranks: no smoke will run now
     if facts.plan["problems"]:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)

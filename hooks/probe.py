@@ -423,12 +423,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
     parser.add_argument("--early-parity", nargs=3, metavar=("CHECKOUT", "TEMPLATE", "PYTHON"),
                         help=argparse.SUPPRESS)  # copier's validator: hand this process to the parity check
+    parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
+                        help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
     args = parser.parse_args(argv)
+    if args.prestart_trainer:
+        from hooks import prestart
+
+        try:
+            prestart.start(args.prestart_trainer)
+        except OSError:
+            pass  # best effort: the smoke then launches its trainer itself
     try:
         facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
                       with_processor=not args.no_processor)
     except ProbeError as err:
         print(f"error: {err}", file=sys.stderr)
+        if args.prestart_trainer:
+            prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
         return 2
     print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
     if args.early_parity:

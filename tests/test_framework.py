@@ -56,6 +56,9 @@ def test_copy_and_real_trainer_smoke(arch: str, model_id: str, checkout: Path, t
     assert new and all(path.startswith(allowed) for path in new), new
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
     assert "**PASS**" in report and "framework smoke" in report
+    # The smoke trained in the ranks the probe prestarted (hooks.prestart), not in a cold launch.
+    log = Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_trainer.log"
+    assert "prestarted" in log.read_text().splitlines()[0]
 
 
 CONFIG_LOADER = textwrap.dedent("""
