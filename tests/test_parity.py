@@ -4,6 +4,7 @@ tiny Qwen2.5-VL's own processor."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -276,3 +277,14 @@ def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_
     while (parity._cache_dir() / f"{key}.pid").exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not (parity._cache_dir() / f"{key}.pid").exists()
+
+
+@pytest.mark.tier2
+def test_qwen2_5_vl_qwen2vl_template_is_not_mismatch(mm_home: Path, tiny_models) -> None:  # noqa: ANN001
+    from hooks.parity import check_parity
+
+    mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
+    result = check_parity(mm_home, tiny_models("qwen2_5_vl"), "qwen2vl", mindspeed_home=mindspeed_home)
+    assert result.verdict in ("match", "compatible"), result.summary()
+    assert "<|image_pad|>" in result.mm_text and result.mm_text.count("<|image_pad|>") == \
+        result.ref_text.count("<|image_pad|>")
