@@ -10,7 +10,8 @@ would have, in the process that already holds the imports.
 
 Best effort in both directions: a launch that is not adopted before its deadline (a copy without
 smoke, ``--skip-tasks``, a long interactive session) exits quietly; a launch that cannot be
-adopted (gone, or started for another interpreter, device or rank count) is released and the smoke launches cold.
+adopted (gone, or started for another interpreter, device or rank count) is released and the
+smoke launches cold.
 Nothing is written into the checkout: state lives under ``$MSMM_CACHE/prestart/``.
 """
 
