@@ -28,7 +28,6 @@ then picks the result up instead of competing with the smoke for the CPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import difflib
 import hashlib
 import importlib.metadata
@@ -307,10 +306,7 @@ def check_parity(
     timeout_s: float = 600,
 ) -> ParityResult:
     """Encode one image+chat sample through MindSpeed-MM's data path and the model's processor; compare."""
-    from hooks.trainer_run import detect_device, framework_env
-
-    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=detect_device() == "cpu")
-    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    env = _script_env(Path(mm_home), mindspeed_home)
     cmd = [python, "-c", _SCRIPT, str(Path(model_dir).resolve()), template, SAMPLE_QUESTION, SAMPLE_ANSWER]
     try:
         # Niced: after copier it runs beside the smoke, whose wall time the user waits for.
@@ -322,6 +318,19 @@ def check_parity(
     if done.returncode != 0 or payload is None:
         tail = (done.stdout[-1500:] + done.stderr[-3000:]).strip().splitlines()[-25:]
         return ParityResult("error", [f"parity script failed (exit {done.returncode})"] + tail)
+    return _verdict(payload, template, model_dir)
+
+
+def _script_env(mm_home: Path, mindspeed_home: Path | None) -> dict[str, str]:
+    """The framework's environment for the script, as one rank of one."""
+    from hooks.trainer_run import detect_device, framework_env
+
+    env = framework_env(mm_home, mindspeed_home, cpu_bridges=detect_device() == "cpu")
+    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    return env
+
+
+def _verdict(payload: dict[str, Any], template: str, model_dir: Path) -> ParityResult:
     result = judge_payload(payload)
     result.details.insert(0, f"template {template!r} vs {Path(model_dir).name}'s own chat template")
     return result
@@ -384,19 +393,14 @@ def _store(key: str, result: ParityResult) -> None:
 
 
 def _early_run_pid(key: str) -> int | None:
-    """The pid of another live process computing ``key`` (started by ``start_early``), else None."""
+    """The pid of another live process computing ``key`` (the probe's fork, ``fork_early_run``), else None."""
+    from hooks import pid_alive
+
     try:
         pid = int((_cache_dir() / f"{key}.pid").read_text())
     except (OSError, ValueError):
         return None
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return None
-    with contextlib.suppress(OSError, IndexError):  # Linux: an exited but unreaped child is no run
-        if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
-            return None
-    return pid
+    return pid if pid_alive(pid) else None
 
 
 def _wait_for_early_run(key: str, timeout_s: float) -> ParityResult | None:
@@ -429,10 +433,9 @@ def _enter_framework(mm_home: Path, mindspeed_home: Path | None) -> None:
     """Give this process what ``check_parity``'s subprocess gets: environment, ``sys.path``, cwd, CPU bridges."""
     import importlib.util
 
-    from hooks.trainer_run import BRIDGES_DIR, detect_device, framework_env
+    from hooks.trainer_run import BRIDGES_DIR
 
-    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=detect_device() == "cpu")
-    env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
+    env = _script_env(Path(mm_home), mindspeed_home)
     os.environ.update(env)
     sys.path[:0] = [path for path in env["PYTHONPATH"].split(os.pathsep) if path]
     sys.dont_write_bytecode = True  # an abandoned copy must leave the checkout untouched
@@ -457,13 +460,11 @@ def check_parity_in_this_process(
         sys.argv = ["parity", str(Path(model_dir).resolve()), template, SAMPLE_QUESTION, SAMPLE_ANSWER]
         scope: dict[str, Any] = {"__name__": "__msmm_parity__"}
         exec(compile(_ENCODE, "<msmm parity>", "exec"), scope)  # noqa: S102 - our own script, as python -c runs it
-        result = judge_payload(scope["payload"])
+        return _verdict(scope["payload"], template, model_dir)
     except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
         return ParityResult("error", [f"parity check failed in the probe's process: {type(err).__name__}: {err}"])
     finally:
         sys.argv = argv
-    result.details.insert(0, f"template {template!r} vs {Path(model_dir).name}'s own chat template")
-    return result
 
 
 def _detach() -> None:

@@ -83,14 +83,6 @@ def state_dir_for(dest: Path) -> Path:
     return cache_root() / "prestart" / digest
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
 def _fit_key(dest: Path, mindspeed_home: Path | None, device: str, nproc: int) -> list[str]:
     """What a launch's interpreters were started with: a smoke may adopt it only when all of it agrees."""
     home = str(Path(mindspeed_home).resolve()) if mindspeed_home else ""
@@ -106,17 +98,19 @@ def start(dest: Path, *, nproc: int = 2) -> bool:
     import shlex
     import subprocess
 
+    from hooks import pid_alive
     from hooks.smoke import framework_unavailable
-    from hooks.trainer_run import TRAINER_ENTRY, _free_port, detect_device, framework_env
 
     dest = Path(dest).resolve()
     why, mindspeed_home = framework_unavailable(dest)
     if why or os.name != "posix":
         return False
+    from hooks.trainer_run import TRAINER_ENTRY, _free_port, detect_device, framework_env
+
     state = state_dir_for(dest)
     if (state / "launch.json").is_file():
         launch = json.loads((state / "launch.json").read_text(encoding="utf-8"))
-        if _alive(launch["pid"]) and not (state / "rc").exists():
+        if pid_alive(launch["pid"]) and not (state / "rc").exists():
             return False  # one is waiting already
     for name in ("go.json", "rc", "trainer.log", "launch.json", "claimed.json"):
         (state / name).unlink(missing_ok=True)
@@ -144,6 +138,8 @@ def _write_go(state: Path, payload: dict) -> None:
 
 def claim(dest: Path, mindspeed_home: Path | None, device: str, nproc: int) -> dict | None:
     """The prestarted launch for this smoke, taken for adoption; None (after releasing a misfit) otherwise."""
+    from hooks import pid_alive
+
     state = state_dir_for(dest)
     try:
         launch = json.loads((state / "launch.json").read_text(encoding="utf-8"))
@@ -151,7 +147,7 @@ def claim(dest: Path, mindspeed_home: Path | None, device: str, nproc: int) -> d
     except (OSError, ValueError):
         return None
     waiting_until = launch["started"] + WAIT_S  # ranks wait at least this long (more after slow imports)
-    usable = _alive(launch["pid"]) and not (state / "rc").exists()
+    usable = pid_alive(launch["pid"]) and not (state / "rc").exists()
     fits = launch["fit"] == _fit_key(dest, mindspeed_home, device, nproc)
     if fits and usable and time.time() < waiting_until - ADOPT_MARGIN_S:
         return {**launch, "state": str(state)}
