@@ -170,28 +170,31 @@ def _rank_rss_mb(launcher_pid: int) -> dict[int, float]:
     return out
 
 
-def _watch(proc: subprocess.Popen, timeout_s: float, on_sample: Callable[[dict[int, float]], None]) -> bool:
-    """Poll the launcher until it exits; False if it ran past ``timeout_s``."""
+def _watch(exit_code: Callable[[], int | None], launcher_pid: int, timeout_s: float,
+           peaks: dict[int, float]) -> bool:
+    """Poll a launch until it exits, keeping each rank's peak RSS; False if it ran past ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
-    while proc.poll() is None:
+    while exit_code() is None:
         if time.monotonic() > deadline:
             return False
-        on_sample(_rank_rss_mb(proc.pid))
+        for rank, rss in _rank_rss_mb(launcher_pid).items():
+            peaks[rank] = max(peaks.get(rank, 0.0), rss)
         time.sleep(0.25)
     return True
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """Stop the launcher and its ranks (they share the session we started it in)."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+def _kill_group(pgid: int, exited: Callable[[], bool]) -> None:
+    """Stop a launch and its ranks (they share the session it was started in): TERM, then KILL after 15 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
+            os.killpg(pgid, sig)
         except ProcessLookupError:
-            pass
-    proc.wait()
+            return
+        deadline = time.monotonic() + 15
+        while not exited() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if exited():
+            return
 
 
 def launch_trainer(
@@ -215,11 +218,6 @@ def launch_trainer(
     cmd = trainer_command(yaml_path, nproc=nproc, python=python, port=_free_port())
     peaks: dict[int, float] = {}
     lines: list[str] = []
-
-    def on_sample(sample: dict[int, float]) -> None:
-        for rank, rss in sample.items():
-            peaks[rank] = max(peaks.get(rank, 0.0), rss)
-
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
@@ -235,9 +233,10 @@ def launch_trainer(
         )
         reader = threading.Thread(target=_tee, args=(proc.stdout, log, lines), daemon=True)
         reader.start()
-        finished = _watch(proc, timeout_s, on_sample)
+        finished = _watch(proc.poll, proc.pid, timeout_s, peaks)
         if not finished:
-            _kill_group(proc)
+            _kill_group(proc.pid, lambda: proc.poll() is not None)
+        proc.wait()
         reader.join(timeout=30)
     wall = time.monotonic() - start
     return TrainerRun(
@@ -249,17 +248,6 @@ def launch_trainer(
     )
 
 
-def _launcher_child_rss_mb(shell_pid: int) -> dict[int, float]:
-    """Rank RSS of a prestarted launch: its ranks are children of torchrun, itself the child of ``sh``."""
-    import psutil
-
-    try:
-        launchers = psutil.Process(shell_pid).children()
-    except psutil.Error:
-        return {}
-    return _rank_rss_mb(launchers[0].pid) if launchers else {}
-
-
 def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log_path: Path,
                   env: dict[str, str], timeout_s: float = 900) -> TrainerRun:
     """``launch_trainer`` for ranks prestarted by ``hooks.prestart``: let them go, then follow them the same way.
@@ -267,9 +255,15 @@ def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log
     The launch is not our child: its output comes from its log file, its exit code from the file its
     ``sh`` writes, and a timeout stops its process group as ``launch_trainer`` would.
     """
-    from hooks import prestart
+    import psutil
+
+    from hooks import pid_alive, prestart
 
     state, shell_pid = Path(launch["state"]), int(launch["pid"])
+    try:  # sh -> torchrun -> ranks
+        launcher_pid = next(iter(psutil.Process(shell_pid).children()), psutil.Process(shell_pid)).pid
+    except psutil.Error:
+        launcher_pid = shell_pid
     peaks: dict[int, float] = {}
     chunks: list[str] = []
     start = time.monotonic()
@@ -278,31 +272,20 @@ def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log
     with log_path.open("w", encoding="utf-8") as log, (state / "trainer.log").open(errors="replace") as source:
         log.write("$ " + " ".join(launch["cmd"]) + "  # prestarted while copier probed; adopted\n")
 
-        def follow() -> None:
-            text = source.read()
+        def exit_code() -> int | None:
+            text = source.read()  # the output so far, as launch_trainer's tee copies it
             log.write(text)
             log.flush()
             chunks.append(text)
+            rc = (state / "rc").read_text().strip() if (state / "rc").exists() else ""
+            return int(rc) if rc.lstrip("-").isdigit() else None
 
-        finished = True
-        while not (state / "rc").exists():
-            if time.monotonic() - start > timeout_s:
-                finished = False
-                for sig in (signal.SIGTERM, signal.SIGKILL):
-                    try:
-                        os.killpg(shell_pid, sig)
-                    except ProcessLookupError:
-                        break
-                    time.sleep(5)
-                break
-            for rank, rss in _launcher_child_rss_mb(shell_pid).items():
-                peaks[rank] = max(peaks.get(rank, 0.0), rss)
-            follow()
-            time.sleep(0.25)
-        follow()
-    rc_text = (state / "rc").read_text().strip() if (state / "rc").exists() else ""
+        finished = _watch(exit_code, launcher_pid, timeout_s, peaks)
+        if not finished:
+            _kill_group(shell_pid, lambda: not (pid_alive(shell_pid) or pid_alive(launcher_pid)))
+        returncode = exit_code()
     return TrainerRun(
-        returncode=int(rc_text) if rc_text.lstrip("-").isdigit() else -signal.SIGKILL,
+        returncode=-signal.SIGKILL if returncode is None else returncode,
         log_text="".join(chunks),
         wall_s=time.monotonic() - start,
         timed_out=not finished,
