@@ -128,14 +128,12 @@ def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str
 
 
 def _probe_extras(model_path: str, python: str, dst_path: str, smoke_follows: bool) -> tuple[str, ...]:
-    """What the probe starts besides itself for a copy into ``dst_path`` (nothing outside a checkout)."""
-    from hooks.smoke import framework_unavailable
-
-    if not dst_path or framework_unavailable(Path(os.path.expanduser(dst_path)).resolve())[0]:
+    """What the probe starts besides itself for a copy into ``dst_path``; each checks for a checkout itself."""
+    if not dst_path:
         return ()
     early = early_parity_target(model_path, python, dst_path)
-    prestart = ("--prestart-trainer", str(Path(os.path.expanduser(dst_path)).resolve())) if smoke_follows else ()
-    return (*(("--early-parity", *early) if early else ()), *prestart)
+    dest = str(Path(os.path.expanduser(dst_path)).resolve())
+    return (*(("--early-parity", *early) if early else ()), *(("--prestart-trainer", dest) if smoke_follows else ()))
 
 
 def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
