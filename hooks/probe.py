@@ -436,10 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
                       with_processor=not args.no_processor)
-    except ProbeError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except BaseException as err:
         if args.prestart_trainer:
             prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
+        if not isinstance(err, ProbeError):
+            raise
+        print(f"error: {err}", file=sys.stderr)
         return 2
     print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
     if args.early_parity:

@@ -22,6 +22,7 @@ STAND_IN_TRAINER = textwrap.dedent("""
     os.environ["HEADER_RAN_IN"] = str(os.getpid())
     import json
     import sys
+    import time
 
 
     def main():
@@ -30,6 +31,11 @@ STAND_IN_TRAINER = textwrap.dedent("""
         with open(f"ran.{rank}.json", "w") as out:
             json.dump({"argv": sys.argv, "header_pid": os.environ["HEADER_RAN_IN"], "pid": str(os.getpid()),
                        "from_go": os.environ.get("FROM_GO"), "path0": sys.path[0]}, out)
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        for _ in range(200):  # fail only once every rank has reported: torchrun stops the others on a failure
+            if all(os.path.exists(f"ran.{r}.json") for r in range(world)):
+                break
+            time.sleep(0.05)
         sys.exit(int(os.environ.get("STAND_IN_EXIT", "0")))
 
 
@@ -142,3 +148,21 @@ def test_a_smoke_adopts_a_real_torchrun_launch(stand_in_checkout: Path, tmp_path
     for rank in (0, 1):
         ran = json.loads((stand_in_checkout / f"ran.{rank}.json").read_text())
         assert ran["argv"][1:] == [str((tmp_path / "smoke.yaml").resolve())] and ran["from_go"] == "yes"
+
+
+def test_a_failed_probe_releases_the_ranks_it_prestarted(stand_in_checkout: Path, tmp_path: Path) -> None:
+    """copier stops on a probe failure (here: a model_type transformers does not know): nobody will adopt."""
+    model = tmp_path / "unknown_model"
+    model.mkdir()
+    (model / "config.json").write_text('{"model_type": "no_such_vlm", "architectures": ["NoSuchVLM"]}')
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json",
+                           "--prestart-trainer", str(stand_in_checkout)],
+                          env=env_with_hooks(), capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode != 0
+    state = prestart.state_dir_for(stand_in_checkout)
+    assert json.loads((state / "go.json").read_text()) == {"release": True}
+    deadline = time.monotonic() + 60
+    while not (state / "rc").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert (state / "rc").read_text().strip() == "0"  # the ranks left without training
+    assert not list(stand_in_checkout.glob("ran.*.json"))
