@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent  # this repository: the copier template and hooks/
 
@@ -67,3 +67,17 @@ def pid_alive(pid: int) -> bool:
             return stat.read().rpartition(")")[2].split()[0] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def cache_root() -> Path:
+    """Where this tool keeps state (shrunk models, smoke work dirs, parity verdicts, prestart), never the checkout."""
+    return Path(os.environ.get("MSMM_CACHE", Path.home() / ".cache" / "msmm-migrate"))
+
+
+def load_answers(answers_file: Path) -> dict[str, Any]:
+    """A model's copier answers file (``.copier-answers/<model_id>.yml``): answers and the frozen model facts."""
+    import yaml
+
+    if not answers_file.is_file():
+        raise SystemExit(f"error: answers file {answers_file} not found; run from the checkout root")
+    return yaml.safe_load(answers_file.read_text())

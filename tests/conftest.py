@@ -49,7 +49,7 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session")
 def demo_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from hooks.tiny import build_demo_dataset
+    from hooks.data.sample import build_demo_dataset
 
     return build_demo_dataset(tmp_path_factory.mktemp("demo-data"))
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from hooks.shrink import is_weight_file
+from hooks.model.shrink import is_weight_file
 
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 
@@ -91,7 +91,7 @@ def encoded_sample(model_dir: Path) -> tuple[Any, dict[str, Any]]:
     ensure_torchvision()
     from transformers import AutoProcessor
 
-    from hooks.contract_smoke import _builtin_samples, _encode
+    from hooks.smoke.contract import _builtin_samples, _encode
 
     processor = AutoProcessor.from_pretrained(model_dir)
     return processor, _encode(processor, _builtin_samples()[0])

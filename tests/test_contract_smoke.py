@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks import contract_smoke
-from hooks.contract_smoke import ContractError, run_contract_smoke
+from hooks.smoke import contract as contract_smoke
+from hooks.smoke.contract import ContractError, run_contract_smoke
 from tests.samples import QWEN2_5_VL_PLAN
 
 
@@ -147,7 +147,7 @@ def test_unmatched_recompute_pattern_fails_with_its_name(tiny_qwen2_5_vl: Path) 
 
 
 def test_contract_plans_come_from_the_generated_yaml(tmp_path: Path) -> None:
-    from hooks.smoke import contract_plans
+    from hooks.smoke.run import contract_plans
 
     probe_plan = {"apply_modules": ["a"], "recompute_modules": ["b"]}
     assert contract_plans(tmp_path / "absent.yaml", probe_plan) == {"apply_modules": ["a"], "freeze": [],

@@ -1,4 +1,4 @@
-"""Idefics-like, Mllama, Gemma 3n and VQ families (``hooks.tiny_idefics``): builds, plans and shrink.
+"""Idefics-like, Mllama, Gemma 3n and VQ families (``hooks.tiny.idefics``): builds, plans and shrink.
 
 Every architecture is built once per session (``tiny_models``), reloaded through the Auto classes
 and trained on the contract smoke's own encoding of one image + one answer. The shrink tests start
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from hooks.tiny import all_builders
-from hooks.tiny_idefics import BUILDERS
+from hooks.tiny.idefics import BUILDERS
 from tests.samples import encoded_sample, feature_token_id, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
@@ -141,8 +141,8 @@ def test_emu3_forward_drops_pixel_values_in_4_57_1(tiny_models) -> None:
 def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from hooks.matching import module_name_match
-    from hooks.probe import probe
+    from hooks.model.matching import module_name_match
+    from hooks.model.probe import probe
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan
@@ -159,7 +159,7 @@ def test_mllama_mixed_layer_list_is_one_block_container(tiny_models) -> None:
     """Self- and cross-attention decoder layers share ``language_model.layers``: one unit per layer."""
     from transformers import AutoModelForImageTextToText
 
-    from hooks.probe import probe
+    from hooks.model.probe import probe
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_models("mllama"))
     kinds = [type(layer).__name__ for layer in model.model.language_model.layers]
@@ -171,7 +171,7 @@ def test_mllama_mixed_layer_list_is_one_block_container(tiny_models) -> None:
 
 def test_vq_tokenizer_is_never_its_own_unit() -> None:
     """Chameleon calls ``vqmodel.encode()``: as an FSDP2 unit its weights would stay sharded DTensors."""
-    from hooks.plan import ModuleInfo, ModuleTable, derive_plan
+    from hooks.model.plan import ModuleInfo, ModuleTable, derive_plan
 
     spec = [("", "ForCG", 0, False), ("model", "ChameleonModel", 0, False),
             ("model.embed_tokens", "Embedding", 100, False), ("model.layers", "ModuleList", 0, True),
@@ -256,7 +256,7 @@ def _default_model_dir(arch: str, tiny_dir: Path, dest: Path) -> Path:
     """Default config + the tiny tokenizer/processor (adapted to the default geometry), no weights."""
     from transformers import AutoProcessor
 
-    from hooks.shrink import is_weight_file
+    from hooks.model.shrink import is_weight_file
 
     dest.mkdir(parents=True)
     for item in tiny_dir.iterdir():
@@ -273,7 +273,7 @@ def _default_model_dir(arch: str, tiny_dir: Path, dest: Path) -> Path:
 def test_shrink_trains(arch: str, source: str, tiny_models, tmp_path: Path) -> None:
     from transformers import AutoConfig
 
-    from hooks.shrink import shrink_model_dir
+    from hooks.model.shrink import shrink_model_dir
 
     src = tiny_models(arch)
     if source == "default":
@@ -292,7 +292,7 @@ def test_shrink_trains(arch: str, source: str, tiny_models, tmp_path: Path) -> N
 def test_shrunk_mllama_keeps_both_layer_kinds_and_a_valid_projector(tiny_models, tmp_path: Path) -> None:
     from transformers import AutoConfig
 
-    from hooks.shrink import shrink_model_dir
+    from hooks.model.shrink import shrink_model_dir
 
     src = _default_model_dir("mllama", tiny_models("mllama"), tmp_path / "src")
     config = AutoConfig.from_pretrained(shrink_model_dir(src, tmp_path / "dest"))

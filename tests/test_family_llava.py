@@ -1,4 +1,4 @@
-"""LLaVA-like families (``hooks.tiny_llava``): tiny builds, token agreement, plans, shrink and the FSDP2 smoke.
+"""LLaVA-like families (``hooks.tiny.llava``): tiny builds, token agreement, plans, shrink and the FSDP2 smoke.
 
 Every architecture is built once per session (``tiny_models``), reloaded through the Auto
 classes and trained on the contract smoke's own encoding of one image + one answer (chat
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from hooks.tiny import all_builders
-from hooks.tiny_llava import BUILDERS
+from hooks.tiny.llava import BUILDERS
 from tests.samples import encoded_sample, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
@@ -99,8 +99,8 @@ def test_lfm2_vl_config_reloads_through_auto(tiny_models) -> None:
 def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from hooks.matching import module_name_match
-    from hooks.probe import probe
+    from hooks.model.matching import module_name_match
+    from hooks.model.probe import probe
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan
@@ -181,7 +181,7 @@ def overlay(dest: dict[str, Any], tiny: dict[str, Any]) -> None:
 
 def default_model_dir(arch: str, tiny_dir: Path, dest: Path) -> Path:
     """The default config next to the tiny tokenizer/processor files (no weights)."""
-    from hooks.shrink import is_weight_file
+    from hooks.model.shrink import is_weight_file
 
     dest.mkdir(parents=True)
     for item in tiny_dir.iterdir():
@@ -200,7 +200,7 @@ def default_model_dir(arch: str, tiny_dir: Path, dest: Path) -> Path:
 def test_shrinks_family_default_config(arch: str, tiny_models, tmp_path: Path) -> None:
     from transformers import AutoConfig
 
-    from hooks.shrink import shrink_model_dir
+    from hooks.model.shrink import shrink_model_dir
 
     src = default_model_dir(arch, tiny_models(arch), tmp_path / "src")
     dest = shrink_model_dir(src, tmp_path / "dest")
@@ -216,7 +216,7 @@ def test_shrinks_family_default_config(arch: str, tiny_models, tmp_path: Path) -
 
 def test_family_fixes_shrink_projector_widths() -> None:
     """Widths outside the generic field names: top-level projector sizes, SAM's mlp_dim, timm model_args."""
-    from hooks.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import Dims, shrink_config_dict
 
     dims = Dims()
     assert shrink_config_dict(default_config("cohere2_vision"), dims)["alignment_intermediate_size"] == 256
@@ -230,7 +230,7 @@ def test_family_fixes_shrink_projector_widths() -> None:
 
 
 def test_keep_model_type(tmp_path: Path) -> None:
-    from hooks.shrink import keep_model_type
+    from hooks.model.shrink import keep_model_type
 
     (tmp_path / "src").mkdir()
     (tmp_path / "out").mkdir()

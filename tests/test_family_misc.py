@@ -1,4 +1,4 @@
-"""The remaining families (``hooks.tiny_misc``): tiny builds, token agreement, plans, shrink and the FSDP2 smoke.
+"""The remaining families (``hooks.tiny.misc``): tiny builds, token agreement, plans, shrink and the FSDP2 smoke.
 
 Each architecture is built once per session (``tiny_models``), reloaded through the Auto classes
 and trained on the contract smoke's own encoding of one image + one answer, with floating inputs
@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from hooks.plan import ModuleInfo, ModuleTable, derive_plan
+from hooks.model.plan import ModuleInfo, ModuleTable, derive_plan
 from hooks.tiny import all_builders
-from hooks.tiny_misc import BUILDERS
+from hooks.tiny.misc import BUILDERS
 from tests.samples import encoded_sample, feature_token_id, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
@@ -111,8 +111,8 @@ def test_family_geometry(tiny_models) -> None:
 def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from hooks.matching import module_name_match
-    from hooks.probe import probe
+    from hooks.model.matching import module_name_match
+    from hooks.model.probe import probe
 
     facts = probe(tiny_models(arch))
     plan = facts.plan
@@ -137,8 +137,8 @@ def test_recompute_targets_take_past_key_values(arch: str, tiny_models) -> None:
 
     from transformers import AutoModelForImageTextToText
 
-    from hooks.matching import module_name_match
-    from hooks.probe import probe
+    from hooks.model.matching import module_name_match
+    from hooks.model.probe import probe
 
     plan = probe(tiny_models(arch), with_processor=False).plan
     model = AutoModelForImageTextToText.from_pretrained(tiny_models(arch))
@@ -150,7 +150,7 @@ def test_recompute_targets_take_past_key_values(arch: str, tiny_models) -> None:
 
 
 def test_branch_a_families() -> None:
-    from hooks.probe import recommend_branch
+    from hooks.model.probe import recommend_branch
 
     assert recommend_branch("qwen2_vl")[::2] == ("a", "qwen2vl")
     for model_type, template in (("glm4v", "glm4.1v"), ("glm4v_moe", "glm4v_moe")):
@@ -228,7 +228,7 @@ def full_size_dir(arch: str, tiny_dir: Path, dest: Path) -> Path:
 def test_shrink(arch: str, source: str, tiny_models, tmp_path: Path) -> None:
     from transformers import AutoConfig
 
-    from hooks.shrink import shrink_model_dir
+    from hooks.model.shrink import shrink_model_dir
 
     src = tiny_models(arch) if source == "tiny" else full_size_dir(arch, tiny_models(arch), tmp_path / "src")
     dest = shrink_model_dir(src, tmp_path / "dest")
@@ -243,7 +243,7 @@ def test_family_fixes() -> None:
     """The shrink fixes on published / default layouts (config dicts only, no model)."""
     import transformers as tf
 
-    from hooks.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import Dims, shrink_config_dict
 
     dims = Dims()
     scout = shrink_config_dict(json.loads((FULL_CONFIGS / "Llama-4-Scout-17B-16E-Instruct" / "config.json")

@@ -56,7 +56,7 @@ def test_copy_and_real_trainer_smoke(arch: str, model_id: str, checkout: Path, t
     assert new and all(path.startswith(allowed) for path in new), new
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
     assert "**PASS**" in report and "framework smoke" in report
-    # The smoke trained in the ranks the probe prestarted (hooks.prestart), not in a cold launch.
+    # The smoke trained in the ranks the probe prestarted (hooks.smoke.prestart), not in a cold launch.
     log = Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_trainer.log"
     assert "prestarted" in log.read_text().splitlines()[0]
 
@@ -72,7 +72,7 @@ CONFIG_LOADER = textwrap.dedent("""
 
 
 def test_generated_yaml_loads_with_mindspeed_config_loader(checkout: Path, tiny_models, template_src: Path) -> None:
-    from hooks.trainer_run import framework_env
+    from hooks.smoke.framework import framework_env
 
     model_id = "yaml_check"
     done = copy(checkout, template=template_src, model_id=model_id, model_path=tiny_models("qwen2_5_vl"))

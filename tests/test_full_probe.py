@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-import hooks.probe as probe_mod
-from hooks.matching import module_name_match
-from hooks.plan import ModuleTable, unit_owners
+import hooks.model.probe as probe_mod
+from hooks.model.matching import module_name_match
+from hooks.model.plan import ModuleTable, unit_owners
 from tests.conftest import FULL_CONFIGS
 
 NAMES = sorted(p.name for p in FULL_CONFIGS.iterdir() if (p / "config.json").is_file())

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from hooks.matching import generalize, module_name_match
+from hooks.model.matching import generalize, module_name_match
 
 CASES = [
     ("model.layers.{*}", "model.layers.0", True),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks.matching import module_name_match
+from hooks.model.matching import module_name_match
 from hooks.tiny import all_builders
 from tests.conftest import TEMPLATE_ROOT
 
@@ -26,7 +26,7 @@ ARCHS = sorted(all_builders())
 
 @pytest.fixture(scope="module")
 def facts_by_arch(tiny_models) -> dict[str, dict]:
-    from hooks.probe import probe
+    from hooks.model.probe import probe
 
     cache: dict[str, dict] = {}
 
@@ -88,7 +88,7 @@ def test_rendered_python_is_ruff_clean(rendered_root: Path) -> None:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
-    from hooks.contract_smoke import run_contract_smoke
+    from hooks.smoke.contract import run_contract_smoke
 
     facts = facts_by_arch(arch)
     result = run_contract_smoke(tiny_models(arch), facts["plan"]["apply_modules"], steps=5,

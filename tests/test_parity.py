@@ -1,4 +1,4 @@
-"""Data parity (hooks/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, the
+"""Data parity (hooks/data/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, the
 result cache and the early run the probe forks, and (tier 2) MindSpeed-MM's qwen2vl template against a
 tiny Qwen2.5-VL's own processor."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks import parity
-from hooks.parity import ParityResult, answer_start, compare_ids, diff_lines, judge_payload, main
+from hooks.data import parity
+from hooks.data.parity import ParityResult, answer_start, compare_ids, diff_lines, judge_payload, main
 
 # A toy vocabulary: enough to spell Qwen- and GLM-style samples.
 VOCAB = {
@@ -185,7 +185,7 @@ def test_waits_for_the_early_run_and_uses_its_result(checkout_and_model: tuple[P
     dest, model = checkout_and_model
     key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
     script = ("import sys, time; sys.path.insert(0, sys.argv[1]); time.sleep(1.5)\n"
-              "from hooks import parity; parity._store(sys.argv[2], parity.ParityResult('compatible', ['early']))")
+              "from hooks.data import parity; parity._store(sys.argv[2], parity.ParityResult('compatible', ['early']))")
     root = Path(parity.__file__).resolve().parents[1]
     early = subprocess.Popen([sys.executable, "-c", script, str(root), key])
     (parity._cache_dir() / f"{key}.pid").parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +212,7 @@ def test_a_finished_unreaped_early_run_is_not_waited_for(checkout_and_model: tup
 
 
 def test_no_early_run_outside_a_checkout(tmp_path: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.copier_ext import early_parity_target
+    from hooks.render.copier_ext import early_parity_target
 
     assert early_parity_target(str(tiny_models("qwen2_5_vl")), sys.executable, str(tmp_path)) is None
 
@@ -221,15 +221,15 @@ _FORK_WITH_SLOW_CHECK = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from hooks import parity
+from hooks.data import parity
 
 def slow_check_test_double(*_args, **_kwargs):  # stands in for the real check (tier 2 runs that)
     time.sleep(2)
     return parity.ParityResult("compatible", ["forked"])
 
 parity.check_parity_in_this_process = slow_check_test_double
-import hooks.smoke
-hooks.smoke.framework_unavailable = lambda dest: ("", None)
+import hooks.smoke.framework
+hooks.smoke.framework.framework_unavailable = lambda dest: ("", None)
 start = time.monotonic()
 started = parity.fork_early_run(Path(sys.argv[2]), Path(sys.argv[3]), "qwen2vl", sys.executable)
 print(started, round(time.monotonic() - start, 2))
@@ -258,13 +258,13 @@ def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """The probe CLI forks the real check in a real checkout; postgen reads its verdict without a rerun."""
     from hooks import env_with_hooks
-    from hooks.copier_ext import early_parity_target
+    from hooks.render.copier_ext import early_parity_target
 
     monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
     model = tiny_models("qwen2_5_vl")
     target = early_parity_target(str(model), sys.executable, str(mm_home))
     assert target == [str(mm_home.resolve()), "qwen2vl", sys.executable]
-    probe = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json", "--no-timings",
+    probe = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json", "--no-timings",
                             "--early-parity", *target], capture_output=True, text=True, env=env_with_hooks(),
                            timeout=300, check=False)
     assert probe.returncode in (0, 1) and probe.stdout.strip().startswith("{"), probe.stderr[-2000:]
@@ -281,7 +281,7 @@ def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_
 
 @pytest.mark.tier2
 def test_qwen2_5_vl_qwen2vl_template_is_not_mismatch(mm_home: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.parity import check_parity
+    from hooks.data.parity import check_parity
 
     mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
     result = check_parity(mm_home, tiny_models("qwen2_5_vl"), "qwen2vl", mindspeed_home=mindspeed_home)

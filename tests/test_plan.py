@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hooks.matching import module_name_match
-from hooks.plan import ModuleInfo, ModuleTable, derive_plan
+from hooks.model.matching import module_name_match
+from hooks.model.plan import ModuleInfo, ModuleTable, derive_plan
 
 
 def table(spec: list[tuple[str, str, int]], *, lists: set[str], **kw) -> ModuleTable:

@@ -1,4 +1,4 @@
-"""Prestarted trainer ranks (hooks/prestart.py): a rank runs the trainer it was given with the go
+"""Prestarted trainer ranks (hooks/smoke/prestart.py): a rank runs the trainer it was given with the go
 file's argv and environment, a release ends it, a claim takes only a launch that fits, and (with a
 real torchrun on a stand-in trainer) a smoke adopts the launch and reads its log and exit code.
 The real trainer is adopted in tier 2 (tests/test_framework.py)."""
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks import env_with_hooks, prestart
+from hooks import env_with_hooks
+from hooks.smoke import prestart
 
 # Test double for mindspeed_mm/fsdp/train/trainer.py: an import header, then a main that reports.
 STAND_IN_TRAINER = textwrap.dedent("""
@@ -130,9 +131,10 @@ def test_no_claim_when_nothing_was_prestarted(stand_in_checkout: Path) -> None:
 def test_a_smoke_adopts_a_real_torchrun_launch(stand_in_checkout: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
     """start -> claim -> adopt_trainer, with the real torchrun and its two ranks around the stand-in trainer."""
-    from hooks.trainer_run import adopt_trainer, framework_env
+    from hooks.smoke.framework import framework_env
+    from hooks.smoke.trainer_run import adopt_trainer
 
-    monkeypatch.setattr("hooks.trainer_run.detect_device", lambda: "cpu")
+    monkeypatch.setattr("hooks.smoke.framework.detect_device", lambda: "cpu")
     assert prestart.start(stand_in_checkout) is True
     assert prestart.start(stand_in_checkout) is False  # one launch per checkout at a time
     launch = prestart.claim(stand_in_checkout, tmp_path / "core", "cpu", 2)
@@ -155,7 +157,7 @@ def test_a_failed_probe_releases_the_ranks_it_prestarted(stand_in_checkout: Path
     model = tmp_path / "unknown_model"
     model.mkdir()
     (model / "config.json").write_text('{"model_type": "no_such_vlm", "architectures": ["NoSuchVLM"]}')
-    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json",
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json",
                            "--prestart-trainer", str(stand_in_checkout)],
                           env=env_with_hooks(), capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode != 0

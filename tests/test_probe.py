@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks.matching import module_name_match
-from hooks.probe import ProbeError, probe
+from hooks.model.matching import module_name_match
+from hooks.model.probe import ProbeError, probe
 from tests.conftest import FULL_CONFIGS
 
 # examples/qwen3vl/qwen3vl_30B_config_v1.yaml at MindSpeed-MM 57069cd5 (the human-written plan);
@@ -56,7 +56,7 @@ def test_qwen3vl_30b_matches_human_plan_pattern_for_pattern(qwen3vl_30b) -> None
 def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     from transformers import AutoConfig
 
-    from hooks.probe import build_meta_model, module_table, resolve_model_class
+    from hooks.model.probe import build_meta_model, module_table, resolve_model_class
 
     model_dir = FULL_CONFIGS / "Qwen2.5-VL-7B-Instruct"
     facts = probe(model_dir, with_processor=False)
@@ -100,7 +100,7 @@ def test_bad_model_dirs(tmp_path: Path) -> None:
 
 
 def test_cli_output_survives_the_fast_exit(tiny_models, tmp_path: Path) -> None:
-    """``python -m hooks.probe`` leaves through ``exit_now`` (no interpreter teardown): everything it
+    """``python -m hooks.model.probe`` leaves through ``exit_now`` (no interpreter teardown): everything it
     printed still reaches the pipe, and its exit code is the CLI's."""
     import subprocess
     import sys
@@ -108,10 +108,10 @@ def test_cli_output_survives_the_fast_exit(tiny_models, tmp_path: Path) -> None:
     from hooks import env_with_hooks
 
     model = tiny_models("qwen2_5_vl")
-    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json", "--no-timings"],
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json", "--no-timings"],
                           capture_output=True, text=True, env=env_with_hooks(), check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == json.loads(probe(model).to_json(with_timings=False))
-    bad = subprocess.run([sys.executable, "-m", "hooks.probe", str(tmp_path)], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(tmp_path)], capture_output=True, text=True,
                          env=env_with_hooks(), check=False)
     assert bad.returncode == 2 and "model_path:" in bad.stderr and "has no config.json" in bad.stderr

@@ -1,6 +1,6 @@
 """Remote-code VLMs (config.json ``auto_map``): consent, probe, plan, shrink, contract smoke, plugin.
 
-The model is ``remote_vlm`` from ``hooks.tiny_remote``: a folder with its own
+The model is ``remote_vlm`` from ``hooks.tiny.remote``: a folder with its own
 ``configuration_*.py`` / ``modeling_*.py`` / ``processing_*.py`` that transformers
 only runs with ``trust_remote_code=True``. The generated plugin must subclass the
 model's class from a verbatim copy of those files next to it (MindSpeed-MM's
@@ -90,20 +90,20 @@ def test_folder_ships_its_code_and_trains(tiny_models, arch: str) -> None:
     assert math.isfinite(loss) and loss > 0
 
 
-def test_build_remote_code_model_is_registered(tiny_models) -> None:
-    from hooks.tiny import all_builders
-    from hooks.tiny_remote import BUILDERS, build_remote_code_model
+def test_remote_code_model_is_registered(tiny_models) -> None:
+    from hooks.tiny import all_builders, build_tiny_model
+    from hooks.tiny.remote import BUILDERS
 
     assert "remote_vlm" in all_builders() and set(BUILDERS) == {"remote_vlm"}
     model_dir = tiny_models("remote_vlm")
-    assert build_remote_code_model(model_dir) == model_dir  # same arch and seed: reused as is
+    assert build_tiny_model("remote_vlm", model_dir) == model_dir  # same arch and seed: reused as is
 
 
 # ---------------------------------------------------------------------------- consent
 
 
 def test_probe_refuses_without_consent(tiny_models) -> None:
-    from hooks.probe import ProbeError, probe
+    from hooks.model.probe import ProbeError, probe
 
     with pytest.raises(ProbeError, match="trust_remote_code"):
         probe(tiny_models("remote_vlm"))
@@ -123,7 +123,7 @@ def test_copier_refuses_without_consent(tiny_models, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def facts(tiny_models):
-    from hooks.probe import probe
+    from hooks.model.probe import probe
 
     return probe(tiny_models("remote_vlm"), trust_remote_code=True)
 
@@ -146,7 +146,7 @@ def test_probe_with_consent(facts) -> None:
 def test_plan_patterns_match_the_real_model(facts, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from hooks.matching import module_name_match
+    from hooks.model.matching import module_name_match
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_models("remote_vlm"), trust_remote_code=True)
     names = [name for name, _ in model.named_modules()]
@@ -170,7 +170,7 @@ def _check_shrunk(dest: Path) -> None:
 
 
 def test_shrink_tiny(tiny_models, tmp_path: Path) -> None:
-    from hooks.shrink import shrink_model_dir
+    from hooks.model.shrink import shrink_model_dir
 
     src = tiny_models("remote_vlm")
     dest = shrink_model_dir(src, tmp_path / "shrunk", trust_remote_code=True)
@@ -181,8 +181,8 @@ def test_shrink_tiny(tiny_models, tmp_path: Path) -> None:
 
 def test_shrink_full_size_default_config(tiny_models, tmp_path: Path) -> None:
     """The code's default (full-size, ~1.5B) config next to the tiny tokenizer/processor/code files."""
-    from hooks.remote_vlm.configuration_remote_vlm import RemoteVlmConfig
-    from hooks.shrink import copy_non_weight_files, shrink_model_dir
+    from hooks.model.shrink import copy_non_weight_files, shrink_model_dir
+    from hooks.tiny.remote_vlm.configuration_remote_vlm import RemoteVlmConfig
 
     tiny = tiny_models("remote_vlm")
     tiny_config = json.loads((tiny / "config.json").read_text())
@@ -202,7 +202,7 @@ def test_shrink_full_size_default_config(tiny_models, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_contract_smoke(tiny_models, facts, arch: str) -> None:
-    from hooks.contract_smoke import run_contract_smoke
+    from hooks.smoke.contract import run_contract_smoke
 
     result = run_contract_smoke(tiny_models(arch), facts.plan["apply_modules"], trust_remote_code=True)
     assert result.passed, result.summary() + "\n" + result.error + "\n" + result.log_tail
@@ -305,7 +305,7 @@ IMPORT_CHECK = textwrap.dedent("""
 @pytest.mark.tier2
 def test_import_plugin_registers_the_id(rendered: Path, mm_home: Path, tiny_models, tmp_path: Path) -> None:
     """MindSpeed-MM's own import_plugin on a copy of its package with the generated plugin added."""
-    from hooks.trainer_run import framework_env
+    from hooks.smoke.framework import framework_env
 
     mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
     if mindspeed_home is None and not (mm_home / "mindspeed").is_dir():

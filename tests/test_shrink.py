@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from hooks.shrink import (
+from hooks.model.shrink import (
     MARKER,
     Dims,
     clamp_feature_layer,
@@ -31,7 +31,7 @@ from hooks.shrink import (
     shrink_config_dict,
     shrink_model_dir,
 )
-from hooks.tiny import ARCHS
+from hooks.tiny.core import BUILDERS as ARCHS
 from tests.samples import full_model_dir, one_image_batch
 
 TINY_ARCHS = tuple(sorted(ARCHS))  # core families; tests/test_family_*.py shrink the others

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from hooks.tiny import ARCHS, MARKER, all_builders, build_demo_dataset, build_tiny_model, main
+from hooks.data.sample import build_demo_dataset
+from hooks.tiny import MARKER, all_builders, build_tiny_model, main
+from hooks.tiny.core import BUILDERS as ARCHS
 from tests.samples import one_image_batch
 
 QWEN_ARCHS = ("qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe")

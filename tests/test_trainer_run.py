@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hooks import trainer_run
-from hooks.trainer_run import first_error, framework_env, parse_iterations, smoke_yaml
+from hooks.smoke import trainer_run
+from hooks.smoke.framework import BRIDGES_DIR, framework_env
+from hooks.smoke.trainer_run import first_error, parse_iterations, smoke_yaml
 from tests.samples import QWEN2_5_VL_PLAN
 
 PREFIX = "[Rank 0 | Local Rank 0] 2026-12-02 10:00:00,000 INFO [mindspeed_mm.fsdp.train.train_engine:46] => "
@@ -224,11 +225,11 @@ def test_framework_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["HF_HUB_OFFLINE"] == env["HF_DATASETS_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
     parts = env["PYTHONPATH"].split(os.pathsep)
     assert parts == [
-        str(trainer_run.BRIDGES_DIR),
+        str(BRIDGES_DIR),
         str((tmp_path / "mm").resolve()),
         str((tmp_path / "ms").resolve()),
     ]
-    assert (trainer_run.BRIDGES_DIR / "sitecustomize.py").is_file()
+    assert (BRIDGES_DIR / "sitecustomize.py").is_file()
 
 
 def test_framework_env_without_bridges_or_mindspeed_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -413,7 +414,7 @@ def _fake_framework(root: Path) -> Path:
 
 
 def _probe(root: Path, *, bridges: bool) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(trainer_run.BRIDGES_DIR), str(root)]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(BRIDGES_DIR), str(root)]))
     env.pop("MSMM_CPU_BRIDGES", None)
     if bridges:
         env["MSMM_CPU_BRIDGES"] = "1"
@@ -450,7 +451,7 @@ def test_cpu_bridges_make_torchvision_importable() -> None:
 
     if importlib.util.find_spec("torchvision") is None:
         pytest.skip("torchvision not installed")
-    env = dict(os.environ, PYTHONPATH=str(trainer_run.BRIDGES_DIR), MSMM_CPU_BRIDGES="1")
+    env = dict(os.environ, PYTHONPATH=str(BRIDGES_DIR), MSMM_CPU_BRIDGES="1")
     code = "import torchvision.transforms.v2, torchvision; print(torchvision.__version__)"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

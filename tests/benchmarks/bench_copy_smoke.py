@@ -11,7 +11,7 @@ checkout, and the bare run into another fresh copy holding the generated plugin 
 hand-made scaffold), on the smoke's own config (no loader or preprocessing workers: the strictest
 baseline), with cold bytecode and datasets caches like the copy's own smoke. The two runs swap
 order every round. The copy's smoke normally adopts the trainer ranks its probe prestarted
-(``hooks.prestart``; ``smoke_prestarted``), so its own ``wall_s`` counts from the go, not from the
+(``hooks.smoke.prestart``; ``smoke_prestarted``), so its own ``wall_s`` counts from the go, not from the
 launch: compare the whole copy with the bare run. ``--repeat N`` measures N rounds and prints each
 plus the medians (this machine's timings vary by +-15%).
 
@@ -63,9 +63,9 @@ def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path)
 
     Same config derivation, data and launch as the copy's smoke, with cold datasets and bytecode caches.
     """
-    from hooks.smoke import find_mindspeed
-    from hooks.tiny import build_demo_dataset
-    from hooks.trainer_run import run_framework_smoke
+    from hooks.data.sample import build_demo_dataset
+    from hooks.smoke.framework import find_mindspeed
+    from hooks.smoke.trainer_run import run_framework_smoke
 
     data_json = build_demo_dataset(work / "data")
     result = run_framework_smoke(checkout, checkout / "examples" / model_id / f"{model_id}_config.yaml",
@@ -92,7 +92,7 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     figures: dict[str, object] = {}
 
-    wall, done = timed([sys.executable, "-m", "hooks.probe", str(model_dir), "--json"], env=env)
+    wall, done = timed([sys.executable, "-m", "hooks.model.probe", str(model_dir), "--json"], env=env)
     figures["probe_wall_s"] = round(wall, 2)
     figures["probe_inside_s"] = {k: round(v, 2) for k, v in json.loads(done.stdout)["timings"].items()}
 

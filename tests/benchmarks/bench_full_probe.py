@@ -25,11 +25,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FULL_CONFIGS = ROOT / "tests" / "fixtures" / "full_configs"
 
 # Runs in the child: probe once, count modules through the table the probe itself builds. Run like
-# ``python -m hooks.probe`` (``run_one_shot``: cyclic GC off, no teardown), so wall is what copier waits for.
+# ``python -m hooks.model.probe`` (``run_one_shot``: cyclic GC off, no teardown), so wall is what copier waits for.
 CHILD = """
 import json, resource, sys
 from pathlib import Path
-import hooks.probe as probe_mod
+import hooks.model.probe as probe_mod
 from hooks import run_one_shot
 counted = []
 table_fn = probe_mod.module_table

@@ -6,7 +6,7 @@ tied weights and the forward signature are read. The result (``ModelFacts``) is
 everything the templates need; it is frozen into the copier answers file so a
 later ``copier update`` does not need the model directory.
 
-``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]``
+``python -m hooks.model.probe MODEL_DIR [--json] [--trust-remote-code]``
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import run_one_shot
-from hooks.plan import ModuleInfo, ModuleTable, Plan, derive_plan
+from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
 # Data-path defaults for model families whose chat format an in-repo template already speaks.
 # model_type -> (template, collator_id); the registered names are in MindSpeed-MM's template.py.
@@ -415,7 +415,7 @@ def render_table(facts: ModelFacts) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.probe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hooks.model.probe", description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")
     parser.add_argument("--trust-remote-code", action="store_true")
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
     args = parser.parse_args(argv)
     if args.prestart_trainer:
-        from hooks import prestart
+        from hooks.smoke import prestart
 
         try:
             prestart.start(args.prestart_trainer)
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
     if args.early_parity:
-        from hooks.parity import fork_early_run
+        from hooks.data.parity import fork_early_run
 
         checkout, template, python = args.early_parity
         try:

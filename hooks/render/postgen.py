@@ -8,7 +8,7 @@ templates; the plugin imports them relatively instead of loading code from the
 model path at import time). ``--no-smoke`` (question ``run_smoke: false``) stops after the
 summary; ``copier copy --skip-tasks`` skips this task entirely.
 
-``python -m hooks.postgen .copier-answers/<model_id>.yml [--no-smoke]``
+``python -m hooks.render.postgen .copier-answers/<model_id>.yml [--no-smoke]``
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from hooks import exit_now
-from hooks.probe import ModelFacts, render_table
-from hooks.smoke import load_answers, smoke_and_report
+from hooks import exit_now, load_answers
+from hooks.model.probe import ModelFacts, render_table
+from hooks.smoke.run import smoke_and_report
 
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
@@ -78,7 +78,7 @@ def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> li
 
 def report_parity(dest: Path, answers: dict, checked: tuple) -> None:
     """Print the parity verdict and write it into MIGRATION.md; warn on a mismatch, never fail the copy."""
-    from hooks.report import parity_section, write_section
+    from hooks.render.report import parity_section, write_section
 
     result, why = checked
     if result is None:
@@ -92,7 +92,7 @@ def report_parity(dest: Path, answers: dict, checked: tuple) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.postgen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hooks.render.postgen", description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=Path)
     parser.add_argument("--no-smoke", action="store_true")
     args = parser.parse_args(argv)
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
     if args.no_smoke or facts.plan["problems"]:
-        from hooks.prestart import release
+        from hooks.smoke.prestart import release
 
         release(dest)  # the probe may have prestarted the smoke's trainer ranks: no smoke will run now
     if facts.plan["problems"]:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     # The parity check is a subprocess of its own: it runs while the smoke trains.
     from concurrent.futures import ThreadPoolExecutor
 
-    from hooks.parity import parity_for_answers
+    from hooks.data.parity import parity_for_answers
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         parity = pool.submit(parity_for_answers, dest, answers)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import sys
@@ -20,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hooks import exit_now
-from hooks.verdict import SmokeResult
+from hooks import cache_root, load_answers
+from hooks.smoke.framework import detect_device, framework_unavailable
+from hooks.smoke.verdict import SmokeResult
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
 
@@ -38,42 +38,6 @@ class SmokeInputs:
     work_dir: Path
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("MSMM_CACHE", Path.home() / ".cache" / "msmm-migrate"))
-
-
-def load_answers(answers_file: Path) -> dict[str, Any]:
-    import yaml
-
-    if not answers_file.is_file():
-        raise SystemExit(f"error: answers file {answers_file} not found; run from the checkout root")
-    return yaml.safe_load(answers_file.read_text())
-
-
-def is_mindspeed_mm_checkout(dest: Path) -> bool:
-    return (dest / "mindspeed_mm" / "fsdp" / "train" / "trainer.py").is_file()
-
-
-def find_mindspeed(dest: Path) -> tuple[bool, Path | None]:
-    """(found, path to put on PYTHONPATH): MINDSPEED_HOME, a copy inside the checkout, or installed."""
-    home = os.environ.get("MINDSPEED_HOME")
-    if home and (Path(home) / "mindspeed").is_dir():
-        return True, Path(home)
-    if (dest / "mindspeed").is_dir() or importlib.util.find_spec("mindspeed") is not None:
-        return True, None
-    return False, None
-
-
-def framework_unavailable(dest: Path) -> tuple[str, Path | None]:
-    """Why the real framework cannot run at ``dest`` ("" when it can), and MindSpeed core's path to add."""
-    found, mindspeed_home = find_mindspeed(dest)
-    if not is_mindspeed_mm_checkout(dest):
-        return "destination is not a MindSpeed-MM checkout", None
-    if not found:
-        return "MindSpeed core not found (set MINDSPEED_HOME or copy mindspeed/ into the checkout)", None
-    return "", mindspeed_home
-
-
 def _model_key(model_dir: Path) -> str:
     config = model_dir / "config.json"
     stamp = f"{model_dir.resolve()}:{config.stat().st_mtime_ns}"
@@ -87,7 +51,7 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     params = int(answers.get("model_facts", {}).get("num_parameters", 0))
     if params > SHRINK_ABOVE_PARAMS:
-        from hooks.shrink import shrink_model_dir
+        from hooks.model.shrink import shrink_model_dir
 
         shrunk = cache_root() / "shrunk" / _model_key(model_dir)
         if not (shrunk / "config.json").is_file():
@@ -101,7 +65,7 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
         media_root = Path(os.path.expanduser(answers.get("media_root") or str(data_json.parent))).resolve()
         data_note = f"{data_json} (media root {media_root})"
     else:
-        from hooks.tiny import build_demo_dataset
+        from hooks.data.sample import build_demo_dataset
 
         data_json = build_demo_dataset(work / "data")
         media_root = data_json.parent
@@ -119,18 +83,18 @@ def run_smoke(
     config_yaml = dest / "examples" / model_id / f"{model_id}_config.yaml"
     why, mindspeed_home = framework_unavailable(dest)
     if not why:
-        from hooks.trainer_run import detect_device, run_framework_smoke
+        from hooks.smoke.trainer_run import run_framework_smoke
 
         device = detect_device()
         note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} ranks on "
-                f"{device}{' through the CPU run-time bridges in hooks/bridges' if device == 'cpu' else ''}")
+                f"{device}{' through the CPU run-time bridges in hooks/smoke/bridges' if device == 'cpu' else ''}")
         result = run_framework_smoke(
             dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
         )
         return result, inputs, note
-    from hooks.contract_smoke import run_contract_smoke
+    from hooks.smoke.contract import run_contract_smoke
 
     plans = contract_plans(config_yaml, facts.get("plan", {}))
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
@@ -167,7 +131,7 @@ def smoke_and_report(dest: Path, answers: dict[str, Any], *, iters: int = 5, rep
     """Run the smoke, write its section of MIGRATION.md, print the verdict; 0 on PASS."""
     result, inputs, note = run_smoke(dest, answers, iters=iters)
     if report:
-        from hooks.report import write_smoke_section
+        from hooks.render.report import write_smoke_section
 
         write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
     print(note)
@@ -190,6 +154,3 @@ def main(argv: list[str] | None = None) -> int:
     answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
     return smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
 
-
-if __name__ == "__main__":
-    exit_now(main())

@@ -14,7 +14,7 @@ The config is handled as a dict walk over the config and all nested sub-configs
 known field names; what a single family needs beyond that lives in one small
 function in ``FAMILY_FIXES``. Weights are never read.
 
-``python -m hooks.shrink SRC DEST [--trust-remote-code] [--layers N] [--seed N]``
+``python -m hooks.model.shrink SRC DEST [--trust-remote-code] [--layers N] [--seed N]``
 """
 
 from __future__ import annotations
@@ -782,8 +782,8 @@ def shrink_model_dir(
 
 
 def _parser() -> argparse.ArgumentParser:
-    """Command line of ``python -m hooks.shrink``."""
-    p = argparse.ArgumentParser(prog="python -m hooks.shrink", description=__doc__.splitlines()[0])
+    """Command line of ``python -m hooks.model.shrink``."""
+    p = argparse.ArgumentParser(prog="python -m hooks.model.shrink", description=__doc__.splitlines()[0])
     p.add_argument("src", type=Path, help="model directory (config.json + tokenizer/processor files)")
     p.add_argument("dest", type=Path, help="output directory for the tiny copy")
     p.add_argument("--trust-remote-code", action="store_true", help="allow the model's own *.py code")

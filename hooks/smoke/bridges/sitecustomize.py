@@ -1,7 +1,7 @@
 """Run-time bridges that let the real MindSpeed-MM trainer run on a CPU-only machine.
 
 Put this directory first on ``PYTHONPATH`` and set ``MSMM_CPU_BRIDGES=1``
-(``hooks.trainer_run.framework_env`` does both). It has to be ``sitecustomize``
+(``hooks.smoke.trainer_run.framework_env`` does both). It has to be ``sitecustomize``
 rather than a wrapper script because ``datasets`` starts its preprocessing
 workers with "spawn", and those fresh interpreters need the same bridges.
 

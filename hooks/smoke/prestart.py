@@ -77,7 +77,7 @@ def rank_main(trainer: Path, state_dir: Path) -> int:
 
 def state_dir_for(dest: Path) -> Path:
     """One prestarted launch per checkout, outside it."""
-    from hooks.smoke import cache_root
+    from hooks import cache_root
 
     digest = hashlib.sha256(str(Path(dest).resolve()).encode()).hexdigest()[:12]
     return cache_root() / "prestart" / digest
@@ -99,13 +99,13 @@ def start(dest: Path, *, nproc: int = 2) -> bool:
     import subprocess
 
     from hooks import pid_alive
-    from hooks.smoke import framework_unavailable
+    from hooks.smoke.framework import framework_unavailable
 
     dest = Path(dest).resolve()
     why, mindspeed_home = framework_unavailable(dest)
     if why or os.name != "posix":
         return False
-    from hooks.trainer_run import TRAINER_ENTRY, _free_port, detect_device, framework_env
+    from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, free_port
 
     state = state_dir_for(dest)
     if (state / "launch.json").is_file():
@@ -118,7 +118,7 @@ def start(dest: Path, *, nproc: int = 2) -> bool:
     device = detect_device()
     env = framework_env(dest, mindspeed_home, cpu_bridges=device == "cpu")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
-           "--master_port", str(_free_port()), str(Path(__file__).resolve()), str(dest / TRAINER_ENTRY), str(state)]
+           "--master_port", str(free_port()), str(Path(__file__).resolve()), str(dest / TRAINER_ENTRY), str(state)]
     # sh keeps the exit code for the adopter, which is not the launcher's parent.
     (state / "trainer.log").touch()  # an adopter may open it before sh appends to it
     script = f"nice -n {NICE} {shlex.join(cmd)} >> trainer.log 2>&1; echo $? > rc.tmp && mv rc.tmp rc"

@@ -7,7 +7,7 @@ imports only with ``trust_remote_code=True``. This builder produces such a folde
 so the probe, the plan, the shrinker, the contract smoke and the generated plugin
 are tested on that path too.
 
-The code lives as ordinary, readable modules in ``hooks/remote_vlm/``. The builder
+The code lives as ordinary, readable modules in ``hooks/tiny/remote_vlm/``. The builder
 marks the classes with ``register_for_auto_class`` (transformers' documented way
 to share custom code), so ``save_pretrained`` copies those files verbatim into the
 model folder and writes the ``auto_map`` entries of ``config.json`` and
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from hooks.tiny import (
+from hooks.tiny.common import (
     TEXT_FFN,
     TEXT_HEADS,
     TEXT_HIDDEN,
@@ -36,7 +36,6 @@ from hooks.tiny import (
     TinyParts,
     _bpe_tokenizer,
     _padded_vocab,
-    build_tiny_model,
 )
 
 ARCH = "remote_vlm"
@@ -105,9 +104,9 @@ def _build_remote_vlm() -> TinyParts:
     """Config, processor and model class of ``remote_vlm``, all marked for ``auto_map`` saving."""
     import transformers as tf
 
-    from hooks.remote_vlm.configuration_remote_vlm import RemoteVlmConfig
-    from hooks.remote_vlm.modeling_remote_vlm import RemoteVlmForConditionalGeneration
-    from hooks.remote_vlm.processing_remote_vlm import RemoteVlmProcessor
+    from hooks.tiny.remote_vlm.configuration_remote_vlm import RemoteVlmConfig
+    from hooks.tiny.remote_vlm.modeling_remote_vlm import RemoteVlmForConditionalGeneration
+    from hooks.tiny.remote_vlm.processing_remote_vlm import RemoteVlmProcessor
 
     RemoteVlmConfig.register_for_auto_class("AutoConfig")
     RemoteVlmForConditionalGeneration.register_for_auto_class("AutoModelForImageTextToText")
@@ -126,11 +125,6 @@ def _build_remote_vlm() -> TinyParts:
         tokens_per_image=config.tokens_per_image,
     )
     return TinyParts(config, processor, RemoteVlmForConditionalGeneration)
-
-
-def build_remote_code_model(dest: Path, *, seed: int = 0) -> Path:
-    """Write the ``remote_vlm`` model folder (weights, code, tokenizer, processor) into ``dest``."""
-    return build_tiny_model(ARCH, dest, seed=seed)
 
 
 BUILDERS: dict[str, Callable[[], TinyParts]] = {ARCH: _build_remote_vlm}

@@ -1,6 +1,6 @@
 """Jinja filters that connect copier's questions to the probe.
 
-Loaded by copier through copier-template-extensions (``hooks/copier_ext.py:MigrateExtension``)
+Loaded by copier through copier-template-extensions (``hooks/render/copier_ext.py:MigrateExtension``)
 inside *copier's* interpreter, which need not have torch: everything heavy runs in
 the hooks interpreter the user named (question ``python``) as a subprocess.
 Validators return an empty string when the answer is fine, else a message that
@@ -23,12 +23,12 @@ from jinja2 import pass_context
 from jinja2.ext import Extension
 from jinja2.runtime import Context
 
-TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
-if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.probe
+TEMPLATE_ROOT = Path(__file__).resolve().parents[2]
+if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.probe
     sys.path.insert(0, str(TEMPLATE_ROOT))
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
-from hooks.postgen import copies_remote_code  # noqa: E402
+from hooks.render.postgen import copies_remote_code  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
@@ -58,10 +58,10 @@ def model_id_error(model_id: str, dst_path: str = "") -> str:
 
 
 def _model_dir_problem(model_path: str, trust_remote_code: bool) -> str:
-    """The probe's own cheap checks (``hooks.probe.check_model_dir``), as a message or ""."""
+    """The probe's own cheap checks (``hooks.model.probe.check_model_dir``), as a message or ""."""
     if not model_path:
         return "model_path: required: the local folder with config.json, weights, tokenizer and processor"
-    from hooks.probe import ProbeError, check_model_dir
+    from hooks.model.probe import ProbeError, check_model_dir
 
     try:
         check_model_dir(Path(os.path.expanduser(str(model_path))), trust_remote_code=trust_remote_code)
@@ -92,7 +92,7 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
     """
     key = (model_path, python, trust)
     if key not in _PROBE_RUNS:
-        cmd = [python, "-m", "hooks.probe", str(Path(os.path.expanduser(model_path)).resolve()),
+        cmd = [python, "-m", "hooks.model.probe", str(Path(os.path.expanduser(model_path)).resolve()),
                "--json", "--no-timings", *extra]
         if trust:
             cmd.append("--trust-remote-code")
@@ -112,8 +112,8 @@ def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str
     """
     import json
 
-    from hooks.probe import recommend_branch
-    from hooks.smoke import framework_unavailable
+    from hooks.model.probe import recommend_branch
+    from hooks.smoke.framework import framework_unavailable
 
     dest = Path(os.path.expanduser(str(dst_path))).resolve()
     model_dir = Path(os.path.expanduser(str(model_path))).resolve()

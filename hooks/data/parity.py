@@ -21,8 +21,8 @@ printed, hand its warm process (torch, transformers and the processor already lo
 for the recommended template (``fork_early_run``) while copier renders; the post-generation step
 then picks the result up instead of competing with the smoke for the CPU.
 
-``python -m hooks.parity .copier-answers/<model_id>.yml [--dest CHECKOUT] [--template NAME]``
-``python -m hooks.parity --model-dir DIR --template NAME [--dest CHECKOUT]``
+``python -m hooks.data.parity .copier-answers/<model_id>.yml [--dest CHECKOUT] [--template NAME]``
+``python -m hooks.data.parity --model-dir DIR --template NAME [--dest CHECKOUT]``
 """
 
 from __future__ import annotations
@@ -323,7 +323,7 @@ def check_parity(
 
 def _script_env(mm_home: Path, mindspeed_home: Path | None) -> dict[str, str]:
     """The framework's environment for the script, as one rank of one."""
-    from hooks.trainer_run import detect_device, framework_env
+    from hooks.smoke.framework import detect_device, framework_env
 
     env = framework_env(mm_home, mindspeed_home, cpu_bridges=detect_device() == "cpu")
     env.update(LOCAL_RANK="0", RANK="0", WORLD_SIZE="1")
@@ -356,7 +356,7 @@ def parity_key(dest: Path, model_dir: Path, template: str, python: str) -> str:
 
 
 def _cache_dir() -> Path:
-    from hooks.smoke import cache_root
+    from hooks import cache_root
 
     return cache_root() / "parity"
 
@@ -433,7 +433,7 @@ def _enter_framework(mm_home: Path, mindspeed_home: Path | None) -> None:
     """Give this process what ``check_parity``'s subprocess gets: environment, ``sys.path``, cwd, CPU bridges."""
     import importlib.util
 
-    from hooks.trainer_run import BRIDGES_DIR
+    from hooks.smoke.framework import BRIDGES_DIR
 
     env = _script_env(Path(mm_home), mindspeed_home)
     os.environ.update(env)
@@ -489,7 +489,7 @@ def fork_early_run(dest: Path, model_dir: Path, template: str, python: str) -> b
     answer, as postgen reads it) and exits. It writes no bytecode: an abandoned copy leaves the
     checkout untouched.
     """
-    from hooks.smoke import framework_unavailable
+    from hooks.smoke.framework import framework_unavailable
 
     dest, model_dir = Path(dest).resolve(), Path(model_dir).resolve()
     why, mindspeed_home = framework_unavailable(dest)
@@ -527,7 +527,7 @@ def parity_for_answers(
     dest: Path, answers: dict[str, Any], template: str | None = None
 ) -> tuple[ParityResult | None, str]:
     """Run the check for a generated model in checkout ``dest``; (None, why) when it cannot run here."""
-    from hooks.smoke import framework_unavailable
+    from hooks.smoke.framework import framework_unavailable
 
     template = _resolve_template(answers, template)
     why, mindspeed_home = framework_unavailable(dest)
@@ -543,9 +543,9 @@ def parity_for_answers(
 
 def main(argv: list[str] | None = None) -> int:
     """CLI: exit 0 for match/compatible or when the check cannot run here, 1 for mismatch, 2 for error."""
-    from hooks.smoke import load_answers
+    from hooks import load_answers
 
-    parser = argparse.ArgumentParser(prog="python -m hooks.parity", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hooks.data.parity", description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=Path, nargs="?", help=".copier-answers/<model_id>.yml in the checkout")
     parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
     parser.add_argument("--template", help="registered template name (default: the chat_template answer)")

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hooks.tiny import (
+from hooks.tiny.common import (
     PATCH,
     QWEN2_ADDED_TOKENS,
     QWEN_SPECIAL_TOKENS,

@@ -10,12 +10,12 @@ batch tensors are cast to ``param_dtype``, ``model(**batch, use_cache=False).los
 back-propagates, the gradient norm is clipped and AdamW steps, with the logged loss averaged
 over the data-parallel ranks.
 
-The parent launches ``nproc`` worker processes itself (one ``python -m hooks.contract_smoke
+The parent launches ``nproc`` worker processes itself (one ``python -m hooks.smoke.contract
 --worker ARGS`` per rank) joined through a gloo ``FileStore`` in a private temp dir: no port
 has to be found free, nothing races for one, and each rank gets its own log file. The parent
 watches the ranks, stops the survivors soon after one rank fails (a lone rank would otherwise
 wait in a collective until the gloo timeout), reads one JSON result per rank and lets
-``hooks.verdict.judge`` decide.
+``hooks.smoke.verdict.judge`` decide.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hooks import env_with_hooks, exit_now
-from hooks.matching import module_name_match
-from hooks.verdict import SmokeResult, judge
+from hooks.model.matching import module_name_match
+from hooks.smoke.verdict import SmokeResult, judge
 
 if TYPE_CHECKING:
     import torch
@@ -210,7 +210,7 @@ def _run_ranks(
 
 def _start_rank(args_path: Path, work: Path, rank: int, nproc: int) -> subprocess.Popen[bytes]:
     """One worker process whose stdout and stderr both go to ``rank{N}.log``."""
-    cmd = [sys.executable, "-m", "hooks.contract_smoke", "--worker", str(args_path)]
+    cmd = [sys.executable, "-m", "hooks.smoke.contract", "--worker", str(args_path)]
     with open(work / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen(
             cmd, env=_worker_env(rank, nproc), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
@@ -735,9 +735,9 @@ def _split(value: str | None) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    """Command line of ``python -m hooks.contract_smoke`` (``--worker`` is handled before it)."""
+    """Command line of ``python -m hooks.smoke.contract`` (``--worker`` is handled before it)."""
     summary = __doc__.splitlines()[0]
-    parser = argparse.ArgumentParser(prog="python -m hooks.contract_smoke", description=summary)
+    parser = argparse.ArgumentParser(prog="python -m hooks.smoke.contract", description=summary)
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--apply-modules", required=True, help="comma-separated fsdp_plan.apply_modules")
     parser.add_argument("--freeze", default="", help="comma-separated model.freeze patterns")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hooks.verdict import SmokeResult
+from hooks.smoke.verdict import SmokeResult
 
 
 def _rss(peaks: list[float]) -> str:
@@ -48,7 +48,7 @@ def write_smoke_section(migration_md: Path, result: SmokeResult, inputs, note: s
     return write_section(migration_md, "smoke", smoke_section(result, inputs, note))
 
 
-def parity_section(result) -> str:  # noqa: ANN001 - hooks.parity.ParityResult
+def parity_section(result) -> str:  # noqa: ANN001 - hooks.data.parity.ParityResult
     """The parity verdict and its evidence as Markdown (diff lines in a code block)."""
     lines = [f"- verdict: **{result.verdict}**"] + [f"- {d}" for d in result.details]
     if result.diff_lines:

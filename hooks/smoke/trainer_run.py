@@ -2,7 +2,7 @@
 
 The framework smoke launches the unmodified ``mindspeed_mm/fsdp/train/trainer.py``
 under ``torch.distributed.run`` with a derived, tiny config and judges the logged
-losses. On a CPU-only machine the run-time bridges in ``hooks/bridges`` (a
+losses. On a CPU-only machine the run-time bridges in ``hooks/smoke/bridges`` (a
 ``sitecustomize`` enabled by ``MSMM_CPU_BRIDGES=1``) stand in for the few places
 where the framework assumes an accelerator; each bridge's docstring says why
 it is needed. No file of the MindSpeed-MM checkout is edited.
@@ -11,13 +11,11 @@ it is needed. No file of the MindSpeed-MM checkout is edited.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,10 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from hooks.verdict import SmokeResult, judge
+from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, free_port
+from hooks.smoke.verdict import SmokeResult, judge
 
-BRIDGES_DIR = Path(__file__).resolve().parent / "bridges"
-TRAINER_ENTRY = "mindspeed_mm/fsdp/train/trainer.py"
 SMOKE_LR = 1e-4
 LOG_TAIL_LINES = 60
 
@@ -41,71 +38,6 @@ _ITER_RE = re.compile(
 )
 _PAIR_RE = re.compile(r" ([a-z_0-9 ]+): (\S+) \|")
 _ERROR_LINE_RE = re.compile(r"^\s*(?:\[[^\]]*\]:?\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$")
-
-
-# --- environment ----------------------------------------------------------------------------------
-
-
-def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool) -> dict[str, str]:
-    """Environment for the trainer processes (a full copy of ours plus the framework's needs).
-
-    ``NON_MEGATRON=true`` keeps ``mindspeed_mm`` from importing Megatron; the
-    offline flags keep a smoke from touching the network; the MM root goes on
-    ``PYTHONPATH`` because torchrun puts the script's directory, not the cwd,
-    at ``sys.path[0]`` and many ``mindspeed_mm`` subdirectories are namespace
-    packages that only resolve from the root.
-    """
-    env = dict(os.environ)
-    env.update(
-        NON_MEGATRON="true",
-        OMP_NUM_THREADS="1",
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        PYTHONUNBUFFERED="1",
-    )
-    paths = [str(BRIDGES_DIR)] if cpu_bridges else []
-    paths.append(str(Path(mm_home).resolve()))
-    if mindspeed_home is not None:  # explicit wins; a copy inside the MM root still comes first
-        paths.append(str(Path(mindspeed_home).resolve()))
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    if cpu_bridges:
-        env["MSMM_CPU_BRIDGES"] = "1"
-    else:
-        env.pop("MSMM_CPU_BRIDGES", None)
-    return env
-
-
-def _npu_available() -> bool:
-    """torch_npu imports and sees a device (a broken torch_npu counts as "no NPU")."""
-    if importlib.util.find_spec("torch_npu") is None:
-        return False
-    try:
-        import torch
-        import torch_npu  # noqa: F401
-
-        return bool(torch.npu.is_available())
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def _no_accelerator_installed() -> bool:
-    """No torch_npu and no NVIDIA driver: certainly CPU, decided without importing torch (~2 s)."""
-    nvidia = any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl"))
-    return importlib.util.find_spec("torch_npu") is None and not nvidia
-
-
-def detect_device() -> str:
-    """The device family the trainer will pick: "npu", "cuda" or "cpu"."""
-    if _no_accelerator_installed():
-        return "cpu"
-    import torch
-
-    if _npu_available():
-        return "npu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 # --- launching ------------------------------------------------------------------------------------
@@ -120,13 +52,6 @@ class TrainerRun:
     wall_s: float
     timed_out: bool = False
     peak_rss_mb: list[float] = field(default_factory=list)  # per local rank
-
-
-def _free_port() -> int:
-    """A TCP port that was free a moment ago, so parallel smokes do not collide on 29500."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def trainer_command(yaml_path: Path, *, nproc: int, python: str, port: int) -> list[str]:
@@ -215,7 +140,7 @@ def launch_trainer(
         env = framework_env(Path(mm_home), None, cpu_bridges=detect_device() == "cpu")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    cmd = trainer_command(yaml_path, nproc=nproc, python=python, port=_free_port())
+    cmd = trainer_command(yaml_path, nproc=nproc, python=python, port=free_port())
     peaks: dict[int, float] = {}
     lines: list[str] = []
     start = time.monotonic()
@@ -250,14 +175,15 @@ def launch_trainer(
 
 def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log_path: Path,
                   env: dict[str, str], timeout_s: float = 900) -> TrainerRun:
-    """``launch_trainer`` for ranks prestarted by ``hooks.prestart``: let them go, then follow them the same way.
+    """``launch_trainer`` for ranks prestarted by ``hooks.smoke.prestart``: let them go, then follow them the same way.
 
     The launch is not our child: its output comes from its log file, its exit code from the file its
     ``sh`` writes, and a timeout stops its process group as ``launch_trainer`` would.
     """
     import psutil
 
-    from hooks import pid_alive, prestart
+    from hooks import pid_alive
+    from hooks.smoke import prestart
 
     state, shell_pid = Path(launch["state"]), int(launch["pid"])
     try:  # sh -> torchrun -> ranks
@@ -554,7 +480,7 @@ def run_framework_smoke(
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
 
-    from hooks import prestart
+    from hooks.smoke import prestart
 
     work_dir = Path(work_dir)
     device = device or detect_device()
@@ -572,7 +498,7 @@ def run_framework_smoke(
     yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
     log_path = work_dir / "smoke_trainer.log"
-    # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.prestart).
+    # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.smoke.prestart).
     launch = prestart.claim(Path(mm_home), mindspeed_home, device, nproc) if python == sys.executable else None
     if launch is not None:
         run = adopt_trainer(launch, Path(mm_home), yaml_path, log_path=log_path, env=env, timeout_s=timeout_s)

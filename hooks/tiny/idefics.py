@@ -21,10 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hooks.shrink import MOBILENETV5_TINY_ARGS, MOBILENETV5_WIDTH, VQ_CHANNELS
-from hooks.tiny import (
-    GEMMA3_CHAT_TEMPLATE,
-    GEMMA3_TURN_TOKENS,
+from hooks.model.shrink import MOBILENETV5_TINY_ARGS, MOBILENETV5_WIDTH, VQ_CHANNELS
+from hooks.tiny.common import (
     PATCH,
     TEXT_HEADS,
     TEXT_HIDDEN,
@@ -38,6 +36,10 @@ from hooks.tiny import (
     TinyParts,
     _bpe_tokenizer,
     text_dims,
+)
+from hooks.tiny.core import (
+    GEMMA3_CHAT_TEMPLATE,
+    GEMMA3_TURN_TOKENS,
 )
 
 MEAN_STD = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
@@ -388,7 +390,7 @@ def _build_gemma3n() -> TinyParts:
         "hidden_size": MOBILENETV5_WIDTH,  # fixed by timm; the config must agree
         "vocab_size": GEMMA3N_MM_VOCAB,
         "vocab_offset": text_vocab,
-        # the released blocks at 1/16 width (see hooks.shrink); the fusion adapter's 2 x 2 grid = 4 tokens
+        # the released blocks at 1/16 width (see hooks.model.shrink); the fusion adapter's 2 x 2 grid = 4 tokens
         "model_args": {**MOBILENETV5_TINY_ARGS, "msfa_output_resolution": 2},
     }
     audio = {

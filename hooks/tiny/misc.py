@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hooks.tiny import (
+from hooks.tiny.common import (
     MOE_EXPERTS,
     MOE_FFN,
     MOE_TOP_K,
@@ -44,7 +44,6 @@ from hooks.tiny import (
     VISION_HIDDEN,
     TinyParts,
     _bpe_tokenizer,
-    _build_glm4v,
     _padded_vocab,
     _qwen2_text,
     _qwen2_vl_text,
@@ -53,6 +52,9 @@ from hooks.tiny import (
     _siglip_vision,
     _vision_token_ids,
     text_dims,
+)
+from hooks.tiny.core import (
+    _build_glm4v,
 )
 
 # Qwen2-VL -------------------------------------------------------------------------------------

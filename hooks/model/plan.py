@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, field
 
-from hooks.matching import generalize, module_name_match
+from hooks.model.matching import generalize, module_name_match
 
 _BLOCK_CLASS = re.compile(r"(Layer|Block)$")
 _EXPERTS_CLASS = re.compile(r"Experts$")

@@ -1,0 +1,74 @@
+"""The smoke's generated sample: eight image/chat pairs in MindSpeed-MM's ``huggingface`` format.
+
+Used when the user gives no ``data_json``: small enough to train in seconds, varied enough (a
+different answer per picture) that the labels carry a real training signal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+_DEMO_COLORS: tuple[tuple[str, tuple[int, int, int]], ...] = (
+    ("red", (220, 30, 30)),
+    ("green", (30, 180, 60)),
+    ("blue", (40, 60, 220)),
+    ("yellow", (235, 220, 40)),
+    ("purple", (140, 50, 170)),
+    ("orange", (245, 140, 20)),
+    ("white", (245, 245, 245)),
+    ("black", (15, 15, 15)),
+)
+_DEMO_QUESTIONS = (
+    "What color is this?",
+    "Which color fills most of the picture?",
+    "Describe the image in a few words.",
+)
+
+
+def _demo_image(i: int) -> tuple[Any, str]:
+    """A 64x64 picture: a background colour with a smaller square of another colour."""
+    from PIL import Image, ImageDraw
+
+    name, rgb = _DEMO_COLORS[i % len(_DEMO_COLORS)]
+    inner_name, inner_rgb = _DEMO_COLORS[(i * 3 + 1) % len(_DEMO_COLORS)]
+    img = Image.new("RGB", (64, 64), rgb)
+    offset = 8 + (i % 4) * 6
+    ImageDraw.Draw(img).rectangle([offset, offset, offset + 20, offset + 20], fill=inner_rgb)
+    answer = f"Mostly {name}, with a small {inner_name} square."
+    return img, answer
+
+
+def _demo_sample(i: int, image_rel: str, answer: str) -> dict[str, Any]:
+    """One sample in MindSpeed-MM's ``huggingface`` dataset format."""
+    question = _DEMO_QUESTIONS[i % len(_DEMO_QUESTIONS)]
+    return {
+        "messages": [
+            {"role": "user", "content": f"<image>{question}"},
+            {"role": "assistant", "content": answer},
+        ],
+        "images": [image_rel],
+    }
+
+
+def build_demo_dataset(dest: Path, *, samples: int = 8, seed: int = 0) -> Path:
+    """Write ``dest/images/img_{i}.png`` and ``dest/data.json``; return the JSON path.
+
+    Images are drawn deterministically (``seed`` rotates the colour assignment) so
+    reruns produce byte-identical files; answers differ per sample so the labels
+    carry a real training signal.
+    """
+    dest = Path(dest)
+    (dest / "images").mkdir(parents=True, exist_ok=True)
+    data = []
+    for i in range(samples):
+        img, answer = _demo_image(i + seed)
+        rel = f"images/img_{i}.png"
+        img.save(dest / rel, format="PNG")
+        data.append(_demo_sample(i, rel, answer))
+    out = dest / "data.json"
+    out.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return out
+
+

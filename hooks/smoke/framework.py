@@ -1,0 +1,111 @@
+"""Where and how the real MindSpeed-MM framework runs: checkout, MindSpeed core, device, environment.
+
+Shared by everything that starts framework code (the smoke's trainer launch, the prestarted ranks,
+the data-parity check), so that each of them decides "can the framework run here, and with what"
+the same way, and none of them has to import another's launch code to find out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+BRIDGES_DIR = Path(__file__).resolve().parent / "bridges"
+TRAINER_ENTRY = "mindspeed_mm/fsdp/train/trainer.py"
+
+
+def is_mindspeed_mm_checkout(dest: Path) -> bool:
+    return (dest / "mindspeed_mm" / "fsdp" / "train" / "trainer.py").is_file()
+
+
+def find_mindspeed(dest: Path) -> tuple[bool, Path | None]:
+    """(found, path to put on PYTHONPATH): MINDSPEED_HOME, a copy inside the checkout, or installed."""
+    home = os.environ.get("MINDSPEED_HOME")
+    if home and (Path(home) / "mindspeed").is_dir():
+        return True, Path(home)
+    if (dest / "mindspeed").is_dir() or importlib.util.find_spec("mindspeed") is not None:
+        return True, None
+    return False, None
+
+
+def framework_unavailable(dest: Path) -> tuple[str, Path | None]:
+    """Why the real framework cannot run at ``dest`` ("" when it can), and MindSpeed core's path to add."""
+    found, mindspeed_home = find_mindspeed(dest)
+    if not is_mindspeed_mm_checkout(dest):
+        return "destination is not a MindSpeed-MM checkout", None
+    if not found:
+        return "MindSpeed core not found (set MINDSPEED_HOME or copy mindspeed/ into the checkout)", None
+    return "", mindspeed_home
+
+
+def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool) -> dict[str, str]:
+    """Environment for the trainer processes (a full copy of ours plus the framework's needs).
+
+    ``NON_MEGATRON=true`` keeps ``mindspeed_mm`` from importing Megatron; the
+    offline flags keep a smoke from touching the network; the MM root goes on
+    ``PYTHONPATH`` because torchrun puts the script's directory, not the cwd,
+    at ``sys.path[0]`` and many ``mindspeed_mm`` subdirectories are namespace
+    packages that only resolve from the root.
+    """
+    env = dict(os.environ)
+    env.update(
+        NON_MEGATRON="true",
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        PYTHONUNBUFFERED="1",
+    )
+    paths = [str(BRIDGES_DIR)] if cpu_bridges else []
+    paths.append(str(Path(mm_home).resolve()))
+    if mindspeed_home is not None:  # explicit wins; a copy inside the MM root still comes first
+        paths.append(str(Path(mindspeed_home).resolve()))
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    if cpu_bridges:
+        env["MSMM_CPU_BRIDGES"] = "1"
+    else:
+        env.pop("MSMM_CPU_BRIDGES", None)
+    return env
+
+
+def _npu_available() -> bool:
+    """torch_npu imports and sees a device (a broken torch_npu counts as "no NPU")."""
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    try:
+        import torch
+        import torch_npu  # noqa: F401
+
+        return bool(torch.npu.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _no_accelerator_installed() -> bool:
+    """No torch_npu and no NVIDIA driver: certainly CPU, decided without importing torch (~2 s)."""
+    nvidia = any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl"))
+    return importlib.util.find_spec("torch_npu") is None and not nvidia
+
+
+def detect_device() -> str:
+    """The device family the trainer will pick: "npu", "cuda" or "cpu"."""
+    if _no_accelerator_installed():
+        return "cpu"
+    import torch
+
+    if _npu_available():
+        return "npu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago, so parallel smokes do not collide on 29500."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
