@@ -1,7 +1,11 @@
 """Shared fixtures: tiny model directories (built once per session) and the template root.
 
 Tier 1 runs everywhere. Tier 2 (marker ``tier2``) needs a MindSpeed-MM work tree in
-``MINDSPEED_MM_HOME`` (and MindSpeed core in ``MINDSPEED_HOME`` unless installed).
+``MINDSPEED_MM_HOME`` (and MindSpeed core in ``MINDSPEED_HOME`` unless installed); ``make test``
+sets both from the vendored snapshots (``tests/framework_snapshots.py``). Two more markers:
+``full_matrix`` (real-trainer smokes of the families beyond the representative subset CI runs;
+``--full-matrix`` runs them) and ``torch27`` (the hooks in the torch 2.7.1 interpreter named by
+``MSMM_TORCH27_PYTHON``; ``make test-torch27`` builds it).
 """
 
 from __future__ import annotations
@@ -16,19 +20,38 @@ TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
 FULL_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "full_configs"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-matrix", action="store_true",
+                     help="tier 2: every family through the real trainer, not only the representative subset")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Keep smoke work dirs (shrunk models, generated data, logs) out of the user's cache.
     os.environ.setdefault("MSMM_CACHE", tempfile.mkdtemp(prefix="msmm-test-cache-"))
     config.addinivalue_line("markers", "tier2: needs a MindSpeed-MM checkout in MINDSPEED_MM_HOME")
+    config.addinivalue_line("markers", "full_matrix: tier-2 family beyond the representative subset (--full-matrix)")
+    config.addinivalue_line("markers", "torch27: runs the hooks in MSMM_TORCH27_PYTHON (torch 2.7.1)")
+
+
+def _skip_reasons(config: pytest.Config) -> dict[str, str]:
+    """marker -> why its tests are skipped in this session (markers whose tests run are absent)."""
+    reasons = {}
+    if not os.environ.get("MINDSPEED_MM_HOME"):
+        reasons["tier2"] = "tier 2: set MINDSPEED_MM_HOME to a MindSpeed-MM work tree (make test does)"
+    if not config.getoption("--full-matrix"):
+        reasons["full_matrix"] = "beyond the representative subset: run with --full-matrix (make test-all)"
+    if not os.environ.get("MSMM_TORCH27_PYTHON"):
+        reasons["torch27"] = "set MSMM_TORCH27_PYTHON to a torch 2.7.1 interpreter (make test-torch27)"
+    return reasons
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("MINDSPEED_MM_HOME"):
-        return
-    skip = pytest.mark.skip(reason="tier 2: set MINDSPEED_MM_HOME to a MindSpeed-MM work tree")
+    reasons = _skip_reasons(config)
     for item in items:
-        if "tier2" in item.keywords:
-            item.add_marker(skip)
+        for marker, reason in reasons.items():
+            if marker in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+                break
 
 
 @pytest.fixture(scope="session")

@@ -61,3 +61,19 @@ def snapshot(path: Path) -> dict[str, bytes]:
     """Every file under ``path`` except .git, keyed by relative path."""
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
             if p.is_file() and ".git" not in p.relative_to(path).parts}
+
+
+def mm_checkout(mm_home: Path, parent: Path) -> Path:
+    """A git copy of the MindSpeed-MM work tree under ``parent``: copies go there, never into ``mm_home``."""
+    dest = parent / "MindSpeed-MM"
+    shutil.copytree(mm_home, dest, ignore=shutil.ignore_patterns(".git", "__pycache__", "logs", "cache_dir"))
+    git_init(dest)
+    commit_all(dest)
+    return dest
+
+
+def changed_paths(dest: Path) -> set[str]:
+    """Paths ``git status`` reports in ``dest`` (untracked files one by one)."""
+    out = subprocess.run(["git", "-C", str(dest), "status", "--porcelain", "--untracked-files=all"],
+                         capture_output=True, text=True, check=True).stdout
+    return {line[3:] for line in out.splitlines()}
