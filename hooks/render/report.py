@@ -26,6 +26,7 @@ def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN00
         f"iterations, loss {losses} ({result.reason})",
         f"- wall time: {result.wall_s:.1f} s" + _rss(result.peak_rss_mb),
     ]
+    lines += [f"- {note}" for note in result.notes]
     if not result.passed and result.hint:
         lines.append(f"- hint: {result.hint}")
     return "\n".join(lines)

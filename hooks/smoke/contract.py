@@ -26,21 +26,23 @@ import inspect
 import json
 import os
 import random
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hooks import env_with_hooks, exit_now
+from hooks.lifetime import die_with_parent, follow_owner
 from hooks.model.matching import module_name_match
-from hooks.smoke.verdict import SmokeResult, judge
+from hooks.smoke.verdict import Progress, SmokeResult, judge
 
 if TYPE_CHECKING:
     import torch
@@ -50,6 +52,7 @@ IGNORE_INDEX = -100
 SEED = 1234
 _KILL_GRACE_S = 5.0  # let the other ranks write their own error before they are stopped
 _LOG_TAIL_CHARS = 4000
+_STEP_RE = re.compile(r"step (\d+)/(\d+) loss (\S+)")  # what rank 0 prints per step (_train)
 _DTYPES = {
     "fp32": "float32",
     "float32": "float32",
@@ -129,12 +132,15 @@ def run_contract_smoke(
     lr: float = 1e-3,
     timeout_s: int = 600,
     fork: bool = False,
+    progress: Progress | None = None,
+    log_path: Path | None = None,
 ) -> SmokeResult:
     """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it.
 
     ``fork=True`` forks the ranks from this process instead of starting fresh interpreters: a
     caller that has already imported torch and transformers (a test session smoking many models)
     saves their import time per rank. The CLI and the post-generation task start fresh processes.
+    ``progress`` gets rank 0's iterations as they happen; ``log_path`` keeps every rank's log.
     """
     result = SmokeResult(mode="contract", iterations_expected=steps)
     problem = _check_inputs(model_dir, data_json, steps, nproc, param_dtype)
@@ -161,11 +167,46 @@ def run_contract_smoke(
         args_path = work / "args.json"
         args_path.write_text(json.dumps(asdict(args)))
         start = time.monotonic()
-        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s, fork=fork)
+        tail = _RankZeroProgress(work / "rank0.log", progress)
+        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s, fork=fork, on_poll=tail.poll)
         result.wall_s = round(time.monotonic() - start, 2)
         ranks = [_read_rank_result(work, rank) for rank in range(nproc)]
         _fill_result(result, ranks, codes, timed_out, timeout_s, work)
+        if log_path is not None:
+            result.log_path = str(_keep_logs(work, nproc, Path(log_path)))
     return judge(result)
+
+
+class _RankZeroProgress:
+    """Feeds rank 0's ``step i/N loss x`` lines to ``progress`` as they appear in its log."""
+
+    def __init__(self, path: Path, progress: Progress | None) -> None:
+        self.path, self.progress = path, progress
+        self._offset, self._partial = 0, ""
+
+    def poll(self) -> None:
+        if self.progress is None or not self.path.is_file():
+            return
+        with self.path.open(errors="replace") as log:
+            log.seek(self._offset)
+            text = log.read()
+            self._offset = log.tell()
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            match = _STEP_RE.match(line)
+            if match:
+                self.progress(int(match[1]), int(match[2]), float(match[3]))
+
+
+def _keep_logs(work: Path, nproc: int, log_path: Path) -> Path:
+    """Every rank's log in one file that outlives the temporary work dir."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    parts = []
+    for rank in range(nproc):
+        path = work / f"rank{rank}.log"
+        parts.append(f"--- rank {rank} ---\n" + (path.read_text(errors="replace") if path.is_file() else ""))
+    log_path.write_text("\n".join(parts), encoding="utf-8")
+    return log_path
 
 
 def _check_inputs(model_dir: Path, data_json: Path | None, steps: int, nproc: int, param_dtype: str) -> str:
@@ -193,13 +234,14 @@ def _worker_env(rank: int, nproc: int) -> dict[str, str]:
 
 
 def _run_ranks(
-    args_path: Path, work: Path, nproc: int, timeout_s: int, *, fork: bool = False
+    args_path: Path, work: Path, nproc: int, timeout_s: int, *, fork: bool = False,
+    on_poll: Callable[[], None] = lambda: None,
 ) -> tuple[list[int | None], bool]:
     """Start every rank and wait; no rank outlives this call, even on an interrupt."""
     start = _ForkedRank if fork else _start_rank
     procs = [start(args_path, work, rank, nproc) for rank in range(nproc)]
     try:
-        timed_out = _wait_ranks(procs, time.monotonic() + timeout_s)
+        timed_out = _wait_ranks(procs, time.monotonic() + timeout_s, on_poll)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -212,9 +254,8 @@ def _start_rank(args_path: Path, work: Path, rank: int, nproc: int) -> subproces
     """One worker process whose stdout and stderr both go to ``rank{N}.log``."""
     cmd = [sys.executable, "-m", "hooks.smoke.contract", "--worker", str(args_path)]
     with open(work / f"rank{rank}.log", "wb") as log:
-        return subprocess.Popen(
-            cmd, env=_worker_env(rank, nproc), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
+        return subprocess.Popen(cmd, env=_worker_env(rank, nproc), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
 
 
 class _ForkedRank:
@@ -256,10 +297,11 @@ def _forked_rank_main(args_path: str, log_path: str, env: dict[str, str]) -> Non
     exit_now(_worker_main(Path(args_path)))
 
 
-def _wait_ranks(procs: list[Any], deadline: float) -> bool:
+def _wait_ranks(procs: list[Any], deadline: float, on_poll: Callable[[], None]) -> bool:
     """Wait for all ranks, or for a short grace after the first failure; True on a timeout."""
     first_failure: float | None = None
     while any(p.poll() is None for p in procs):
+        on_poll()
         now = time.monotonic()
         if now > deadline:
             return True
@@ -268,6 +310,7 @@ def _wait_ranks(procs: list[Any], deadline: float) -> bool:
         if first_failure is not None and now - first_failure > _KILL_GRACE_S:
             return False
         time.sleep(0.1)
+    on_poll()
     return False
 
 
@@ -333,6 +376,7 @@ def _log_tail(work: Path, codes: list[int | None]) -> str:
 
 def _worker_main(args_path: Path) -> int:
     """Run one rank and always leave a result file, so the parent can tell what went wrong."""
+    follow_owner()  # a copy that ends early (hooks.lifetime) takes its smoke ranks with it
     args = WorkerArgs(**json.loads(args_path.read_text()))
     rank = int(os.environ["RANK"])
     out = RankResult(rank=rank)

@@ -14,14 +14,13 @@ import argparse
 import hashlib
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hooks import cache_root, load_answers
 from hooks.smoke.framework import detect_device, framework_unavailable
-from hooks.smoke.verdict import SmokeResult
+from hooks.smoke.verdict import Progress, SmokeResult, print_iteration
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
 
@@ -74,9 +73,13 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
 
 
 def run_smoke(
-    dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2
+    dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2, progress: Progress | None = None
 ) -> tuple[SmokeResult, SmokeInputs, str]:
-    """Run the best smoke available at ``dest``; returns the result, its inputs and the mode note."""
+    """Run the best smoke available at ``dest``; returns the result, its inputs and the mode note.
+
+    With ``progress`` (a terminal) the mode note is printed before the run and each iteration as
+    it is logged; the full output of the ranks goes to the log file only (``result.log_path``).
+    """
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)
     facts = answers.get("model_facts", {})
@@ -88,10 +91,13 @@ def run_smoke(
         device = detect_device()
         note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} ranks on "
                 f"{device}{' through the CPU run-time bridges in hooks/smoke/bridges' if device == 'cpu' else ''}")
+        if progress is not None:
+            print(note, flush=True)
         result = run_framework_smoke(
             dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
+            progress=progress,
         )
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke
@@ -99,10 +105,13 @@ def run_smoke(
     plans = contract_plans(config_yaml, facts.get("plan", {}))
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
             "ranks, real HF model")
+    if progress is not None:
+        print(note, flush=True)
     result = run_contract_smoke(
         inputs.model_dir, plans["apply_modules"], freeze=plans["freeze"], recompute=plans["recompute"],
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
-        trust_remote_code=bool(answers.get("trust_remote_code")),
+        trust_remote_code=bool(answers.get("trust_remote_code")), progress=progress,
+        log_path=inputs.work_dir / "contract_smoke.log",
     )
     return result, inputs, note
 
@@ -127,20 +136,35 @@ def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[st
     }
 
 
-def smoke_and_report(dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True) -> int:
-    """Run the smoke, write its section of MIGRATION.md, print the verdict; 0 on PASS."""
-    result, inputs, note = run_smoke(dest, answers, iters=iters)
+def smoke_and_report(
+    dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True
+) -> SmokeResult:
+    """Run the smoke with progress on the terminal; write its MIGRATION.md section and ``smoke_result.json``.
+
+    The verdict is printed by the caller (``print_verdict``), last, so that nothing buries it.
+    """
+    result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
     if report:
         from hooks.render.report import write_smoke_section
 
         write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
-    print(note)
+    record = {"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb,
+              "summary": result.summary(), "log": result.log_path, "notes": result.notes}
+    (inputs.work_dir / "smoke_result.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
+def print_verdict(result: SmokeResult, after_failure: str = "") -> None:
+    """The verdict, what the run reported about itself, and, last, where the full log is: never a traceback."""
     print(result.summary())
+    for note in result.notes:
+        print(f"  {note}")
     if not result.passed:
-        print(f"hint: {result.hint}\nwork dir: {inputs.work_dir}\n--- log tail ---\n{result.log_tail}", file=sys.stderr)
-    print(json.dumps({"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s,
-                      "peak_rss_mb": result.peak_rss_mb}))
-    return 0 if result.passed else 1
+        print(f"hint: {result.hint}")
+        if after_failure:
+            print(after_failure)
+    if result.log_path:
+        print(f"full log: {result.log_path}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,5 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dest = args.dest.resolve()
     answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
-    return smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
+    result = smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
+    print_verdict(result)
+    return 0 if result.passed else 1
 

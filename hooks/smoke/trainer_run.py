@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, free_port
-from hooks.smoke.verdict import SmokeResult, judge
+from hooks.smoke.verdict import Progress, SmokeResult, judge
 
 SMOKE_LR = 1e-4
 LOG_TAIL_LINES = 60
@@ -69,12 +69,33 @@ def trainer_command(yaml_path: Path, *, nproc: int, python: str, port: int) -> l
     ]
 
 
-def _tee(stream: TextIO, log: TextIO, sink: list[str]) -> None:
-    """Copy the merged trainer output to the log file as it arrives (so a hang stays readable)."""
+class _Output:
+    """Where trainer output goes: all of it to the log file (as it arrives, so a hang stays readable)
+    and to memory for parsing; each logged iteration to ``progress`` (the terminal shows only those)."""
+
+    def __init__(self, log: TextIO, progress: Progress | None) -> None:
+        self.log, self.progress = log, progress
+        self.chunks: list[str] = []
+        self._partial = ""
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.log.write(text)
+        self.log.flush()
+        self.chunks.append(text)
+        if self.progress is not None:
+            *lines, self._partial = (self._partial + text).split("\n")
+            for record in parse_iterations("\n".join(lines)):
+                self.progress(record["iteration"], record["train_iters"], record["loss"])
+
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+def _tee(stream: TextIO, out: _Output) -> None:
     for line in stream:
-        log.write(line)
-        log.flush()
-        sink.append(line)
+        out.write(line)
 
 
 def _rank_rss_mb(launcher_pid: int) -> dict[int, float]:
@@ -131,21 +152,26 @@ def launch_trainer(
     python: str = sys.executable,
     env: dict[str, str] | None = None,
     timeout_s: float = 900,
+    progress: Progress | None = None,
 ) -> TrainerRun:
     """Run the real trainer from ``mm_home``, teeing output to ``log_path`` and sampling rank RSS.
 
-    ``env=None`` means :func:`framework_env` for this machine (bridges only on CPU).
+    ``env=None`` means :func:`framework_env` for this machine (bridges only on CPU). The launch
+    runs in a session of its own, so a timeout, an exception here (Ctrl-C) or the end of the
+    copy that owns us (``hooks.lifetime``) stops its whole process group.
     """
+    from hooks import lifetime
+
     if env is None:
         env = framework_env(Path(mm_home), None, cpu_bridges=detect_device() == "cpu")
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cmd = trainer_command(yaml_path, nproc=nproc, python=python, port=free_port())
     peaks: dict[int, float] = {}
-    lines: list[str] = []
     start = time.monotonic()
     with log_path.open("w", encoding="utf-8") as log:
         log.write("$ " + " ".join(cmd) + "\n")
+        out = _Output(log, progress)
         proc = subprocess.Popen(
             cmd,
             cwd=str(mm_home),
@@ -156,17 +182,22 @@ def launch_trainer(
             errors="replace",
             start_new_session=True,
         )
-        reader = threading.Thread(target=_tee, args=(proc.stdout, log, lines), daemon=True)
+        lifetime.launched_group(proc.pid)
+        reader = threading.Thread(target=_tee, args=(proc.stdout, out), daemon=True)
         reader.start()
-        finished = _watch(proc.poll, proc.pid, timeout_s, peaks)
-        if not finished:
-            _kill_group(proc.pid, lambda: proc.poll() is not None)
+        finished = False
+        try:
+            finished = _watch(proc.poll, proc.pid, timeout_s, peaks)
+        finally:
+            if not finished:
+                _kill_group(proc.pid, lambda: proc.poll() is not None)
+            lifetime.finished_group(proc.pid)
         proc.wait()
         reader.join(timeout=30)
     wall = time.monotonic() - start
     return TrainerRun(
         returncode=proc.returncode,
-        log_text="".join(lines),
+        log_text=out.text(),
         wall_s=wall,
         timed_out=not finished,
         peak_rss_mb=[round(peaks[r], 1) for r in sorted(peaks)],
@@ -174,15 +205,17 @@ def launch_trainer(
 
 
 def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log_path: Path,
-                  env: dict[str, str], timeout_s: float = 900) -> TrainerRun:
+                  env: dict[str, str], timeout_s: float = 900,
+                  progress: Progress | None = None) -> TrainerRun:
     """``launch_trainer`` for ranks prestarted by ``hooks.smoke.prestart``: let them go, then follow them the same way.
 
     The launch is not our child: its output comes from its log file, its exit code from the file its
-    ``sh`` writes, and a timeout stops its process group as ``launch_trainer`` would.
+    ``sh`` writes, and a timeout (or Ctrl-C, or the owner's end) stops its process group as
+    ``launch_trainer`` would.
     """
     import psutil
 
-    from hooks import pid_alive
+    from hooks import lifetime
     from hooks.smoke import prestart
 
     state, shell_pid = Path(launch["state"]), int(launch["pid"])
@@ -191,49 +224,34 @@ def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log
     except psutil.Error:
         launcher_pid = shell_pid
     peaks: dict[int, float] = {}
-    chunks: list[str] = []
     start = time.monotonic()
+    lifetime.launched_group(shell_pid)
     prestart.go(launch, [str(Path(yaml_path).resolve())], env, Path(mm_home))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w", encoding="utf-8") as log, (state / "trainer.log").open(errors="replace") as source:
         log.write("$ " + " ".join(launch["cmd"]) + "  # prestarted while copier probed; adopted\n")
+        out = _Output(log, progress)
 
         def exit_code() -> int | None:
-            text = source.read()  # the output so far, as launch_trainer's tee copies it
-            log.write(text)
-            log.flush()
-            chunks.append(text)
+            out.write(source.read())  # the output so far, as launch_trainer's tee copies it
             rc = (state / "rc").read_text().strip() if (state / "rc").exists() else ""
             return int(rc) if rc.lstrip("-").isdigit() else None
 
-        finished = _watch(exit_code, launcher_pid, timeout_s, peaks)
-        if not finished:
-            _kill_group(shell_pid, lambda: not (pid_alive(shell_pid) or pid_alive(launcher_pid)))
+        finished = False
+        try:
+            finished = _watch(exit_code, launcher_pid, timeout_s, peaks)
+        finally:
+            if not finished:
+                _kill_group(shell_pid, lambda: not (lifetime.pid_alive(shell_pid) or lifetime.pid_alive(launcher_pid)))
+            lifetime.finished_group(shell_pid)
         returncode = exit_code()
     return TrainerRun(
         returncode=-signal.SIGKILL if returncode is None else returncode,
-        log_text="".join(chunks),
+        log_text=out.text(),
         wall_s=time.monotonic() - start,
         timed_out=not finished,
         peak_rss_mb=[round(peaks[r], 1) for r in sorted(peaks)],
     )
-
-
-def run_trainer(
-    mm_home: Path,
-    yaml_path: Path,
-    *,
-    nproc: int = 2,
-    python: str = sys.executable,
-    env: dict[str, str] | None = None,
-    log_path: Path,
-    timeout_s: float = 900,
-) -> tuple[int, str]:
-    """Run ``torchrun --nproc_per_node N trainer.py <yaml>``; return (returncode, merged output)."""
-    run = launch_trainer(
-        mm_home, yaml_path, log_path=log_path, nproc=nproc, python=python, env=env, timeout_s=timeout_s
-    )
-    return run.returncode, run.log_text
 
 
 # --- log parsing ----------------------------------------------------------------------------------
@@ -476,6 +494,7 @@ def run_framework_smoke(
     mindspeed_home: Path | None = None,
     timeout_s: float = 900,
     device: str | None = None,
+    progress: Progress | None = None,
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
@@ -501,11 +520,11 @@ def run_framework_smoke(
     # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.smoke.prestart).
     launch = prestart.claim(Path(mm_home), mindspeed_home, device, nproc) if python == sys.executable else None
     if launch is not None:
-        run = adopt_trainer(launch, Path(mm_home), yaml_path, log_path=log_path, env=env, timeout_s=timeout_s)
+        run = adopt_trainer(launch, Path(mm_home), yaml_path, log_path=log_path, env=env, timeout_s=timeout_s,
+                            progress=progress)
     else:
-        run = launch_trainer(
-            Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env, timeout_s=timeout_s
-        )
+        run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
+                             timeout_s=timeout_s, progress=progress)
     records = parse_iterations(run.log_text)
     result = SmokeResult(
         mode="framework",
@@ -515,6 +534,14 @@ def run_framework_smoke(
         wall_s=round(run.wall_s, 1),
         peak_rss_mb=run.peak_rss_mb,
         log_tail=_tail(run.log_text),
+        log_path=str(log_path),
+        notes=bridge_notes(run.log_text),
         error=_run_error(run, timeout_s),
     )
     return judge(result)
+
+
+def bridge_notes(log_text: str) -> list[str]:
+    """What the CPU bridges said they did (``[msmm-bridges] ...`` lines, once each, in log order)."""
+    prefix = "[msmm-bridges] "
+    return list(dict.fromkeys(line.partition(prefix)[2] for line in log_text.splitlines() if prefix in line))

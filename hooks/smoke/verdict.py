@@ -8,7 +8,10 @@ failure with a reason and a hint; NaN, Inf and a flat loss never pass.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+Progress = Callable[[int, int, "float | None"], None]  # (iteration, total, loss) as a smoke trains
 
 
 @dataclass
@@ -23,6 +26,8 @@ class SmokeResult:
     wall_s: float = 0.0
     peak_rss_mb: list[float] = field(default_factory=list)  # per rank, when known
     log_tail: str = ""
+    log_path: str = ""  # the full log, kept after the run
+    notes: list[str] = field(default_factory=list)  # what the run reported about itself (e.g. CPU bridges used)
     error: str = ""
     passed: bool = False
     reason: str = ""
@@ -43,12 +48,12 @@ def judge(result: SmokeResult, *, rel_tol: float = 1e-6) -> SmokeResult:
     losses = result.losses
     verdict: tuple[bool, str, str]
     if result.error:
-        verdict = (False, result.error, "see the log tail")
+        verdict = (False, result.error, "read the first traceback in the full log")
     elif len(losses) < max(result.iterations_expected, 2):
         verdict = (
             False,
             f"only {len(losses)} of {result.iterations_expected} iterations logged",
-            "the run stopped early; read the log tail for the first traceback",
+            "the run stopped early; read the first traceback in the full log",
         )
     elif not all(math.isfinite(x) for x in losses):
         verdict = (
@@ -70,3 +75,8 @@ def judge(result: SmokeResult, *, rel_tol: float = 1e-6) -> SmokeResult:
         verdict = (True, "finite, non-zero, changing loss", "")
     result.passed, result.reason, result.hint = verdict
     return result
+
+
+def print_iteration(iteration: int, total: int, loss: float | None) -> None:
+    """Progress for a terminal while a smoke trains: one short line per iteration, nothing else."""
+    print(f"  iteration {iteration}/{total}  loss {'?' if loss is None else f'{loss:.4f}'}", flush=True)

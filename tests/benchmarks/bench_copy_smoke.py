@@ -75,10 +75,12 @@ def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path)
 
 
 def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
-    """``copier copy`` with its post-generation smoke; returns the wall time and the smoke's JSON line."""
+    """``copier copy`` with its post-generation smoke; returns the wall time and the smoke's result record."""
     wall, done = timed(copier_copy(checkout, model_dir, "bench", skip_tasks=False))
-    lines = [line for line in done.stdout.splitlines() if line.startswith('{"passed"')]
-    return wall, (json.loads(lines[-1]) if done.returncode == 0 and lines else {"error": done.stderr[-500:]})
+    record = Path(os.environ["MSMM_CACHE"]) / "smoke" / "bench" / "smoke_result.json"
+    if done.returncode != 0 or not record.is_file():
+        return wall, {"error": (done.stdout + done.stderr)[-500:]}
+    return wall, json.loads(record.read_text())
 
 
 def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool) -> dict[str, object]:
@@ -90,7 +92,7 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
     tmp.mkdir(parents=True)
     os.environ["MSMM_CACHE"] = str(tmp / "cache")  # also no parity result from an earlier round
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    figures: dict[str, object] = {}
+    figures: dict[str, object] = {"prestart": os.environ.get("MSMM_PRESTART", "auto")}
 
     wall, done = timed([sys.executable, "-m", "hooks.model.probe", str(model_dir), "--json"], env=env)
     figures["probe_wall_s"] = round(wall, 2)

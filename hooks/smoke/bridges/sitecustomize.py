@@ -231,12 +231,34 @@ def _after(patch: Callable[[types.ModuleType], None]) -> Callable[[types.ModuleT
     return wrap_exec
 
 
+def _announce(what: str) -> None:
+    """One line in the trainer log (rank 0) that says which bridge did what: the smoke reports it."""
+    if os.environ.get("RANK", "0") == "0":
+        print(f"[msmm-bridges] {what}", file=sys.stderr, flush=True)
+
+
+def _announcing(apply: Callable[[], None], what: str) -> Callable[[], None]:
+    """``apply_fully_shard_patch`` that says, once it has run, which ``fully_shard`` the trainer got."""
+
+    @functools.wraps(apply)
+    def apply_fully_shard_patch() -> None:
+        apply()
+        _announce(what)
+
+    return apply_fully_shard_patch
+
+
 def _fully_shard_exec(module: types.ModuleType, real_exec: Callable) -> None:
     """Execution wrapper: the real fully_shard module where it works, the stub otherwise."""
+    import torch
+
     if _needs_fully_shard_stub():
         _fill_fully_shard_stub(module)
+        what = f"fully_shard: CPU stand-in applied (torch {torch.__version__}; MindSpeed-MM's patch needs 2.7.1/2.9.0)"
     else:
         real_exec(module)
+        what = f"fully_shard: MindSpeed-MM's own patch applied (torch {torch.__version__})"
+    module.apply_fully_shard_patch = _announcing(module.apply_fully_shard_patch, what)
 
 
 _EXEC_WRAPPERS: dict[str, Callable[[types.ModuleType, Callable], None]] = {
