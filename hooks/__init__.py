@@ -52,23 +52,6 @@ def run_one_shot(main: Callable[[], int]) -> NoReturn:
     exit_now(main())
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a running process: not gone, and on Linux not an exited, unreaped child.
-
-    The early parity run and the prestarted trainer launch are waited on through their pids by
-    processes that are not their parents.
-    """
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def cache_root() -> Path:
     """Where this tool keeps state (shrunk models, smoke work dirs, parity verdicts, prestart), never the checkout."""
     return Path(os.environ.get("MSMM_CACHE", Path.home() / ".cache" / "msmm-migrate"))

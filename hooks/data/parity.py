@@ -311,7 +311,7 @@ def check_parity(
     try:
         # Niced: after copier it runs beside the smoke, whose wall time the user waits for.
         done = subprocess.run(cmd, cwd=str(mm_home), env=env, capture_output=True, text=True, timeout=timeout_s,
-                              check=False, preexec_fn=lambda: os.nice(10))
+                              check=False, preexec_fn=_niced_child)
     except subprocess.TimeoutExpired:
         return ParityResult("error", [f"parity script ran past {timeout_s:.0f} s"])
     payload = _parse_output(done.stdout)
@@ -319,6 +319,14 @@ def check_parity(
         tail = (done.stdout[-1500:] + done.stderr[-3000:]).strip().splitlines()[-25:]
         return ParityResult("error", [f"parity script failed (exit {done.returncode})"] + tail)
     return _verdict(payload, template, model_dir)
+
+
+def _niced_child() -> None:
+    """``preexec_fn`` of the check: niced (it runs beside the smoke) and gone when its caller is."""
+    from hooks.lifetime import die_with_parent
+
+    os.nice(10)
+    die_with_parent()
 
 
 def _script_env(mm_home: Path, mindspeed_home: Path | None) -> dict[str, str]:
@@ -394,7 +402,7 @@ def _store(key: str, result: ParityResult) -> None:
 
 def _early_run_pid(key: str) -> int | None:
     """The pid of another live process computing ``key`` (the probe's fork, ``fork_early_run``), else None."""
-    from hooks import pid_alive
+    from hooks.lifetime import pid_alive
 
     try:
         pid = int((_cache_dir() / f"{key}.pid").read_text())
@@ -507,7 +515,10 @@ def fork_early_run(dest: Path, model_dir: Path, template: str, python: str) -> b
         pid_file.write_text(str(pid))
         return True
     try:
+        from hooks.lifetime import follow_owner
+
         _detach()
+        follow_owner()  # copier's process: a copy that ends early takes this check with it
         _store(key, check_parity_in_this_process(dest, model_dir, template, mindspeed_home=mindspeed_home))
     finally:
         pid_file.unlink(missing_ok=True)

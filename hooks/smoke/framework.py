@@ -85,7 +85,7 @@ def _npu_available() -> bool:
         return False
 
 
-def _no_accelerator_installed() -> bool:
+def no_accelerator_installed() -> bool:
     """No torch_npu and no NVIDIA driver: certainly CPU, decided without importing torch (~2 s)."""
     nvidia = any(os.path.exists(p) for p in ("/proc/driver/nvidia", "/dev/nvidiactl"))
     return importlib.util.find_spec("torch_npu") is None and not nvidia
@@ -93,7 +93,7 @@ def _no_accelerator_installed() -> bool:
 
 def detect_device() -> str:
     """The device family the trainer will pick: "npu", "cuda" or "cpu"."""
-    if _no_accelerator_installed():
+    if no_accelerator_installed():
         return "cpu"
     import torch
 

@@ -11,8 +11,14 @@ would have, in the process that already holds the imports.
 Best effort in both directions: a launch that is not adopted before its deadline (a copy without
 smoke, ``--skip-tasks``, a long interactive session) exits quietly; a launch that cannot be
 adopted (gone, or started for another interpreter, device or rank count) is released and the
-smoke launches cold.
+smoke launches cold. The ranks follow the copier process that started them (``hooks.lifetime``):
+a copy that ends early, however, takes them with it.
 Nothing is written into the checkout: state lives under ``$MSMM_CACHE/prestart/``.
+
+A speed aid for CPU hosts, where the smoke's imports are most of its time: on a host with an
+NPU or GPU driver it stays off unless asked for (ranks must not take an accelerator on a shared
+node while a person answers questions). ``MSMM_PRESTART=0`` turns it off everywhere, ``=1`` on
+everywhere (``wanted``).
 """
 
 from __future__ import annotations
@@ -55,8 +61,20 @@ def _wait_for_go(go_file: Path, deadline: float) -> dict | None:
     return json.loads(go_file.read_text(encoding="utf-8")) if go_file.is_file() else None
 
 
+def _follow_owner() -> None:
+    """``hooks.lifetime.follow_owner``, loaded by path: this script runs before ``hooks`` is importable."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("msmm_lifetime", Path(__file__).resolve().parents[1] / "lifetime.py")
+    if spec is not None and spec.loader is not None:
+        lifetime = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(lifetime)
+        lifetime.follow_owner()
+
+
 def rank_main(trainer: Path, state_dir: Path) -> int:
     """One torchrun worker: import, wait, then run ``trainer.py`` as ``__main__`` with the smoke's argv."""
+    _follow_owner()  # first: a copy that ends while the ranks import must not wait for them
     sys.path[0] = str(trainer.parent)  # what torchrun gives the trainer script, instead of hooks/
     try:
         _import_header(trainer)
@@ -89,6 +107,18 @@ def _fit_key(dest: Path, mindspeed_home: Path | None, device: str, nproc: int) -
     return [sys.executable, str(Path(dest).resolve()), home, device, str(nproc)]
 
 
+def wanted() -> bool:
+    """``MSMM_PRESTART``: "0" never, "1" always, unset or "auto" on hosts without an NPU/GPU driver only."""
+    setting = os.environ.get("MSMM_PRESTART", "auto").strip().lower()
+    if setting in ("0", "off", "false", "no"):
+        return False
+    if setting in ("1", "on", "true", "yes"):
+        return True
+    from hooks.smoke.framework import no_accelerator_installed
+
+    return no_accelerator_installed()
+
+
 def start(dest: Path, *, nproc: int = 2) -> bool:
     """Launch the prestarted ranks for a smoke at ``dest``; False when the framework cannot run there.
 
@@ -98,14 +128,13 @@ def start(dest: Path, *, nproc: int = 2) -> bool:
     import shlex
     import subprocess
 
-    from hooks import pid_alive
-    from hooks.smoke.framework import framework_unavailable
+    from hooks.lifetime import pid_alive
+    from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, framework_unavailable, free_port
 
     dest = Path(dest).resolve()
     why, mindspeed_home = framework_unavailable(dest)
-    if why or os.name != "posix":
+    if why or os.name != "posix" or not wanted():
         return False
-    from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, free_port
 
     state = state_dir_for(dest)
     if (state / "launch.json").is_file():
@@ -138,7 +167,7 @@ def _write_go(state: Path, payload: dict) -> None:
 
 def claim(dest: Path, mindspeed_home: Path | None, device: str, nproc: int) -> dict | None:
     """The prestarted launch for this smoke, taken for adoption; None (after releasing a misfit) otherwise."""
-    from hooks import pid_alive
+    from hooks.lifetime import pid_alive
 
     state = state_dir_for(dest)
     try:
