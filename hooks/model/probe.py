@@ -414,6 +414,34 @@ def render_table(facts: ModelFacts) -> str:
     return "\n".join(lines)
 
 
+def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
+    """The probe's findings in a few lines for an 80-column terminal: the evidence for the data branch.
+
+    The recommendation itself and its reason are the data-branch question's help, right below.
+    """
+    import textwrap
+
+    plan, proc = facts.plan, facts.processor
+    media = [p for p in facts.forward_params if p.startswith(("pixel", "image", "video")) or "grid" in p]
+    processor = (f"{proc['class']}, chat template {'yes' if proc.get('has_chat_template') else 'no'}, "
+                 f"image token {proc.get('image_token')!r}" if "class" in proc else f"not loaded ({proc.get('error')})")
+    rows = [
+        ("class", f"{facts.architecture} ({'remote code' if facts.remote_code else facts.class_module.split('.')[0]})"),
+        ("parameters", f"{facts.num_parameters:,}; tied embeddings {'yes' if facts.tie_word_embeddings else 'no'}"),
+        ("processor", processor),
+        ("media inputs", ", ".join(media) or "none in forward()"),
+        ("FSDP2 units", f"{len(plan['apply_modules'])} patterns, {plan['non_root_share']:.1%} of parameters "
+                        "outside the root"),
+        ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "
+                      f"{', '.join(plan['ep_modules']) or 'none (dense)'}"),
+    ]
+    rows += [("PROBLEM", problem) for problem in plan["problems"]]
+    lines = ["Probe findings (meta device, no weights read):"]
+    for key, value in [("model folder", model_path), *rows]:
+        lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15)
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hooks.model.probe", description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)

@@ -5,11 +5,17 @@ inside *copier's* interpreter, which need not have torch: everything heavy runs 
 the hooks interpreter the user named (question ``python``) as a subprocess.
 Validators return an empty string when the answer is fine, else a message that
 names the field and the fix (copier shows it and writes nothing).
+
+This is the one place where answering a question starts processes: the ``python`` validator runs
+the probe, and the probe may start the smoke's trainer ranks and the data-parity check early
+(``hooks.smoke.prestart``, ``hooks.data.parity``). Loading the extension makes copier's process
+their owner (``hooks.lifetime``), so none of them outlives the copy, however it ends.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import keyword
 import os
 import re
@@ -28,6 +34,7 @@ if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the ch
     sys.path.insert(0, str(TEMPLATE_ROOT))
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+from hooks.lifetime import OWNER_ENV, die_with_parent  # noqa: E402
 from hooks.render.postgen import copies_remote_code  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
@@ -75,6 +82,24 @@ def model_dir_error(model_path: str) -> str:
     return _model_dir_problem(model_path, trust_remote_code=True)
 
 
+def has_auto_map(model_path: str) -> bool:
+    """Whether config.json names the folder's own code (``auto_map``): only then is consent asked for."""
+    config = Path(os.path.expanduser(str(model_path or ""))) / "config.json"
+    try:
+        return bool(json.loads(config.read_text()).get("auto_map"))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def copier_operation() -> str:
+    """"copy" or "update": copier 9.19 keeps it in a context variable that questions cannot see."""
+    try:
+        from copier._main import _operation
+    except ImportError:
+        return "copy"
+    return str(_operation.get("copy"))
+
+
 def trust_error(model_path: str, trust_remote_code: bool) -> str:
     """A config with auto_map runs the model's own Python code: that needs explicit consent."""
     problem = _model_dir_problem(model_path, trust_remote_code)
@@ -97,7 +122,8 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
         if trust:
             cmd.append("--trust-remote-code")
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False)
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
+                                  preexec_fn=die_with_parent)
             _PROBE_RUNS[key] = done.returncode, done.stdout, done.stderr
         except OSError as err:
             return 127, "", str(err)
@@ -110,8 +136,6 @@ def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str
     Only a family's in-repo template is checked, only in a MindSpeed-MM checkout; postgen reuses the
     result when the user keeps that template. Best effort: None just means postgen runs the check.
     """
-    import json
-
     from hooks.model.probe import recommend_branch
     from hooks.smoke.framework import framework_unavailable
 
@@ -143,8 +167,11 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     ``run_smoke`` (as given with ``--data``: text, the question comes later) and ``no_tasks``
     (``--skip-tasks``/``--pretend``) say whether a smoke follows: then the probe prestarts its ranks.
     """
-    if model_dir_error(model_path) or trust_error(model_path, trust_remote_code):
-        return ""  # reported by the earlier questions
+    if model_dir_error(model_path):
+        return ""  # reported by the model_path question
+    consent = trust_error(model_path, trust_remote_code)
+    if consent:  # a yes/no answer is never validated where it is given (copier 9.19): the copy stops here
+        raise SystemExit(f"error: {consent}; nothing was written")
     smoke_follows = not no_tasks and str(run_smoke).strip().lower() not in ("false", "no", "n", "0", "off")
     extras = _probe_extras(str(model_path), str(python), str(dst_path), smoke_follows)
     code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), extras)
@@ -159,10 +186,45 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     return ""
 
 
-def probe_json(model_path: str, python: str, trust_remote_code: bool) -> str:
-    """The probe's ModelFacts as JSON, frozen into the answers file by an ``ask: false`` question."""
-    code, out, _ = _run_probe(str(model_path), str(python), bool(trust_remote_code))
-    return out.strip() if code in (0, 1) and out.strip() else "{}"
+_SHOWN: set[tuple[str, str, bool]] = set()
+
+
+@pass_context
+def probe_json(context: Context, model_path: str, python: str, trust_remote_code: bool) -> str:
+    """The probe's ModelFacts as JSON, frozen into the answers file by an ``ask: false`` question.
+
+    In an interactive copy the findings are shown here, once: copier evaluates this default
+    right before it asks for the data branch, which the findings are the evidence for.
+    """
+    key = (str(model_path), str(python), bool(trust_remote_code))
+    code, out, _ = _run_probe(*key)
+    if code not in (0, 1) or not out.strip():
+        return "{}"
+    if key not in _SHOWN and _interactive(context):
+        _SHOWN.add(key)
+        from hooks.model.probe import ModelFacts, findings_text
+        from hooks.render.postgen import FINDINGS_SHOWN
+
+        print("\n" + findings_text(ModelFacts(**json.loads(out)), str(model_path)) + "\n", file=sys.stderr, flush=True)
+        export(FINDINGS_SHOWN, "1")  # the post-generation task need not repeat them
+    return out.strip()
+
+
+def export(name: str, value: str) -> None:
+    """Set ``name`` for every process the copy starts: the probe (our ``subprocess``) and copier's
+    tasks, which copier 9.19 starts with plumbum's copy of the environment taken at import time."""
+    os.environ[name] = value
+    try:
+        from plumbum import local
+    except ImportError:
+        return
+    local.env[name] = value
+
+
+def _interactive(context: Context) -> bool:
+    """Someone answers at a terminal: not ``--defaults``, stdin a TTY."""
+    conf = context.get("_copier_conf")
+    return not bool(getattr(conf, "get", lambda _k: None)("defaults")) and sys.stdin.isatty()
 
 
 def path_error(field: str, value: str, *, kind: str = "file") -> str:
@@ -173,22 +235,25 @@ def path_error(field: str, value: str, *, kind: str = "file") -> str:
     return "" if ok else f"{field}: {path} is not an existing {kind}; fix the path or leave it empty"
 
 
-def _stop_on_error(check: Callable[..., str]) -> Callable[..., str]:
+def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Callable[..., str]:
     """Return the validator's message for an interactive prompt, or stop copier cleanly.
 
     copier reports a failed validator as a traceback ending in the message when the
     answer came from ``--data``/``--defaults``. Where nobody can re-type the answer
     (``--defaults`` or no terminal) we exit with the message alone instead; either
-    way it happens while asking, before anything is rendered.
+    way it happens while asking, before anything is rendered. ``interactive=False``: a check
+    for unattended runs only (copier validates a yes/no question's *default* before the person
+    answers, and never their answer).
     """
 
     @pass_context
     @functools.wraps(check)
     def validate(context: Context, *args: object, **kwargs: object) -> str:
+        attended = _interactive(context)
+        if attended and not interactive:
+            return ""
         message = check(*args, **kwargs)
-        conf = context.get("_copier_conf")
-        unattended = bool(getattr(conf, "get", lambda _k: None)("defaults")) or not sys.stdin.isatty()
-        if message and unattended:
+        if message and not attended:
             raise SystemExit(f"error: {message}")
         return message
 
@@ -200,12 +265,15 @@ class MigrateExtension(Extension):
 
     def __init__(self, environment):  # noqa: ANN001 - jinja's signature
         super().__init__(environment)
+        export(OWNER_ENV, str(os.getpid()))  # copier's process owns what the copy starts (hooks.lifetime)
+        environment.globals["msmm_copying"] = lambda: copier_operation() == "copy"
         environment.filters.update(
             msmm_model_id_error=_stop_on_error(model_id_error),
             msmm_model_dir_error=_stop_on_error(model_dir_error),
-            msmm_trust_error=_stop_on_error(trust_error),
+            msmm_trust_error=_stop_on_error(trust_error, interactive=False),
             msmm_probe_error=_stop_on_error(probe_error),
             msmm_probe_json=probe_json,
+            msmm_has_auto_map=has_auto_map,
             msmm_path_error=_stop_on_error(path_error),
             msmm_copies_remote_code=copies_remote_code,
             shquote=lambda value: shlex.quote(str(value)),

@@ -21,9 +21,12 @@ import sys
 from pathlib import Path
 
 from hooks import exit_now, load_answers
+from hooks.lifetime import follow_owner
 from hooks.model.probe import ModelFacts, render_table
-from hooks.smoke.run import smoke_and_report
+from hooks.smoke.run import print_verdict, smoke_and_report
 
+# Set by copier's extension once it has shown the probe's findings above the data-branch question.
+FINDINGS_SHOWN = "MSMM_FINDINGS_SHOWN"
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
 
@@ -96,11 +99,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("answers", type=Path)
     parser.add_argument("--no-smoke", action="store_true")
     args = parser.parse_args(argv)
+    follow_owner()  # copier's process: if it goes (Ctrl-C, kill), so do we and the trainer we launched
     dest = Path.cwd()
     answers = load_answers(args.answers)
     facts = ModelFacts(**answers["model_facts"])
     print(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
-    print(render_table(facts))
+    if os.environ.get(FINDINGS_SHOWN) != "1":  # an interactive copy showed them above the branch question
+        print(render_table(facts))
     if copies_remote_code(facts):
         model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
         plugin_dir = dest / "mindspeed_mm" / "fsdp" / "models" / answers["model_id"]
@@ -125,15 +130,28 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_smoke:
             report_parity(dest, answers, parity.result())
             return _skipped(args.answers, answers)
-        code = smoke_and_report(dest, answers)
+        result = smoke_and_report(dest, answers)
         report_parity(dest, answers, parity.result())
-    return code
+    print_verdict(result, _after_failure(args.answers, answers))  # last: nothing printed after it buries it
+    return 0 if result.passed else 1
+
+
+def _rerun_command(answers_path: Path, answers: dict) -> str:
+    template = answers.get("_src_path", "<msmm-migrate>")
+    return f"PYTHONPATH={template} python -m hooks.smoke {answers_path}"
+
+
+def _after_failure(answers_path: Path, answers: dict) -> str:
+    """What the failed copy left in the checkout, and the two ways on: fix and re-run, or remove."""
+    model_id = answers["model_id"]
+    written = [str(answers_path), f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/"]
+    return (f"the scaffold is written ({', '.join(written)}); fix the cause and re-run the smoke with\n"
+            f"  {_rerun_command(answers_path, answers)}\n"
+            f"or remove it with: rm -r {' '.join(written)}")
 
 
 def _skipped(answers_path: Path, answers: dict) -> int:
-    template = answers.get("_src_path", "<msmm-migrate>")
-    print(f"smoke skipped (run_smoke=false); run it later with: PYTHONPATH={template} python -m hooks.smoke "
-          f"{answers_path}")
+    print(f"smoke skipped (run_smoke=false); run it later with: {_rerun_command(answers_path, answers)}")
     return 0
 
 
