@@ -15,7 +15,8 @@ PYTEST_ARGS ?=
 
 PY       := $(VENV)/bin/python
 PIP_FLAGS := --quiet --disable-pip-version-check
-WITH_FRAMEWORK := $(PY) -m tests.framework_snapshots --
+# The venv first on PATH, as in an activated venv: copier's default interpreter answer is "python3".
+WITH_FRAMEWORK := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m tests.framework_snapshots --
 
 .PHONY: demo test test-all test-torch27 clean
 
