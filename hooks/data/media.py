@@ -1,0 +1,196 @@
+"""Media facts for branch B, read from the model's own processor, and the runtime code that uses them.
+
+The expansion itself runs in the user's checkout, in ``processor_media.py`` next to the generated
+data plugin (a verbatim copy of ``partials/processor_media.py``). This module loads that same file,
+so what the probe derives, what the tests check and what the checkout runs are one piece of code.
+Derived here, once per model, because they need the processor and a sample image:
+
+- ``item_prefix``: a processor that inserts a BOS before a leading image (Mllama) must see the item
+  after a BOS to expand it as it would mid-conversation;
+- ``token_types``: which token ids the processor marks in ``token_type_ids`` (Gemma 3's image soft
+  tokens), so the data path can mark the batch's own ids the same way;
+- ``batch_keys``: the processor outputs the model's ``forward`` takes (others never reach the batch);
+- ``video_item`` is kept only when the processor has a video processor.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hooks import TEMPLATE_ROOT
+from hooks.data import first_difference
+
+RUNTIME = TEMPLATE_ROOT / "partials" / "processor_media.py"
+
+
+@functools.cache
+def runtime() -> ModuleType:
+    """``partials/processor_media.py`` as a module (it imports nothing of ours)."""
+    spec = importlib.util.spec_from_file_location("msmm_processor_media", RUNTIME)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {RUNTIME}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def sample_image(size: tuple[int, int] = (64, 64), color: tuple[int, int, int] = (200, 30, 30)) -> Any:
+    from PIL import Image
+
+    return Image.new("RGB", size, color)
+
+
+def media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str]) -> dict[str, Any]:
+    """What the generated ``MediaFormat`` needs besides the chat format (see the module docstring)."""
+    facts: dict[str, Any] = {"item_prefix": "", "token_types": {}, "video_item": chat.get("video_item"),
+                             "batch_keys": []}
+    item, bos = chat.get("image_item"), getattr(processor.tokenizer, "bos_token", None)
+    if not item:
+        return facts
+    media = runtime()
+    if bos and bos not in item and bos in media.expand(processor, item, image=sample_image()):
+        facts["item_prefix"] = bos
+    out = media._call(processor, [facts["item_prefix"] + item], [[sample_image()]], None)
+    facts["batch_keys"] = sorted(set(out) & set(forward_params) - set(media.TEXT_KEYS))
+    if "token_type_ids" in out:
+        pairs = zip(out["input_ids"][0].tolist(), out["token_type_ids"][0].tolist(), strict=True)
+        facts["token_types"] = {str(token): kind for token, kind in pairs if kind}
+    if facts["video_item"] and getattr(processor, "video_processor", None) is not None:
+        try:
+            out = media._call(processor, [facts["item_prefix"] + facts["video_item"]], None, [[sample_video()]])
+            taken = set(out) & set(forward_params) - set(media.TEXT_KEYS)
+            facts["batch_keys"] = sorted(set(facts["batch_keys"]) | taken)
+        except Exception:  # noqa: BLE001 - the processor cannot take our sample video: no video in branch b
+            facts["video_item"] = None
+    else:
+        facts["video_item"] = None
+    return facts
+
+
+def sample_video(frames: int = 4, fps: float = 2.0) -> Any:
+    """A short clip as the data path hands it to the processor: decoded frames and their rate."""
+    return runtime().Clip([sample_image(color=(40 * i, 30, 200 - 40 * i)) for i in range(frames)], fps)
+
+
+def media_format(chat: dict[str, Any], media: dict[str, Any]) -> Any:
+    """The runtime ``MediaFormat`` from frozen facts (what the generated plugin builds from its constants)."""
+    return runtime().MediaFormat(
+        image_item=chat["image_item"], video_item=media["video_item"], item_prefix=media["item_prefix"],
+        text_lead=chat["text_lead"], no_lead_after=tuple(f"<{kind}>" for kind in chat["no_lead_after"]),
+        batch_keys=frozenset(media["batch_keys"]), token_types={int(k): v for k, v in media["token_types"].items()})
+
+
+def runtime_source() -> str:
+    return Path(RUNTIME).read_text(encoding="utf-8")
+
+
+def data_format(processor: Any, forward_params: list[str]) -> dict[str, Any] | None:
+    """The model's chat format (slots) and media facts, frozen into the model facts; None without a template."""
+    from hooks.data.chat_format import derive_for
+
+    chat = derive_for(processor)
+    if chat is None:
+        return None
+    chat.bos_from_tokenizer = bos_from_tokenizer(processor)
+    chat.whole_text = chat.expressible and slots_tokenize_apart(chat, processor.tokenizer)
+    facts: dict[str, Any] = {"chat": chat.to_dict(), "media": None}
+    if chat.image_item and chat.expressible:
+        try:
+            facts["media"] = media_facts(processor, facts["chat"], forward_params)
+            problem = expansion_problem(processor, facts["chat"], facts["media"])
+        except Exception as err:  # noqa: BLE001 - the processor cannot expand its own item: branch b cannot either
+            problem = (f"the processor does not expand the template's image item {chat.image_item!r} "
+                       f"({type(err).__name__}: {err})")
+        if problem:
+            facts["chat"]["problems"].append(problem)
+    return facts
+
+
+def bos_from_tokenizer(processor: Any) -> bool:
+    """Whether the model's own tokenization adds a BOS that its chat template does not write.
+
+    ``ProcessorMixin.apply_chat_template(tokenize=True)`` lets the tokenizer add special tokens
+    unless the rendered text already starts with the BOS; the data path must then add it too.
+    """
+    tokenizer = processor.tokenizer
+    conversation = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    text = processor.apply_chat_template(conversation, tokenize=False)
+    ids = processor.apply_chat_template(conversation, tokenize=True, return_dict=True,
+                                        return_tensors="pt")["input_ids"][0].tolist()
+    bos = tokenizer.bos_token_id
+    return bool(bos is not None and ids and ids[0] == bos and not text.startswith(tokenizer.bos_token or "\0"))
+
+
+def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string_roles: list[str]) -> Any:
+    """The model's own inputs for ``conversations`` (media inline as ``{"type": "image", "image": PIL}``).
+
+    What ``apply_chat_template(tokenize=True)`` does (render, then the processor; no added special
+    tokens when the text starts with the BOS), done in two steps so that roles whose content the
+    template reads as a string (GLM-4.1V) get a string while the processor still sees every image.
+    """
+    texts, images, videos = [], [], []  # videos: runtime ``Clip``s (frames and their rate)
+    for conversation in conversations:
+        rendered, sample_images, sample_videos = [], [], []
+        for message in conversation:
+            items = message["content"]
+            sample_images += [i["image"] for i in items if i["type"] == "image"]
+            sample_videos += [i["video"] for i in items if i["type"] == "video"]
+            text_only = message["role"] in string_roles and all(i["type"] == "text" for i in items)
+            rendered.append({"role": message["role"], "content": "".join(i["text"] for i in items) if text_only
+                             else [{"type": i["type"], **({"text": i["text"]} if i["type"] == "text" else {})}
+                                   for i in items]})
+        texts.append(processor.apply_chat_template(rendered, tokenize=False))
+        images.append(sample_images)
+        videos.append(sample_videos)
+    bos = processor.tokenizer.bos_token
+    kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True,
+                              "add_special_tokens": not (bos and texts[0].startswith(bos))}
+    if any(images):
+        kwargs["images"] = images
+    if any(videos):
+        kwargs["videos"] = [[c.frames for c in group] for group in videos]
+        kwargs["video_metadata"] = [[c.metadata() for c in group] for group in videos]
+    return processor(**kwargs)
+
+
+def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any],
+                      sizes: tuple[tuple[int, int], ...] = ((96, 48),)) -> str:
+    """Why the data path's text for one image-first turn (media expanded in place by ``processor_media``)
+    does not tokenize to the processor's own ids ("" if it does)."""
+    from hooks.data.chat_format import ChatFormat
+
+    fmt, images = ChatFormat(**chat), [sample_image(size) for size in sizes]
+    data = [{"role": "user", "content": "<image>" * len(images) + "Describe."},
+            {"role": "assistant", "content": "Red."}]
+    expanded = runtime().expand_messages(data, processor, images, [], media_format(chat, media))
+    text = fmt.render_contents(None, [m["content"] for m in expanded])
+    tokenizer = processor.tokenizer
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = [tokenizer.bos_token_id, *ids] if fmt.bos_from_tokenizer else ids
+    turns = [{"role": "user", "content": [*({"type": "image", "image": i} for i in images),
+                                          {"type": "text", "text": "Describe."}]},
+             {"role": "assistant", "content": [{"type": "text", "text": "Red."}]}]
+    own = own_inputs(processor, [turns], fmt.string_roles)["input_ids"][0].tolist()
+    if ids == own:
+        return ""
+    at = first_difference(ids, own)
+    return (f"the processor's expansion of an image depends on where it stands in the conversation (first "
+            f"difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs {tokenizer.decode(own[at:at + 3])!r})")
+
+
+def slots_tokenize_apart(fmt: Any, tokenizer: Any) -> bool:
+    """Whether encoding each slot on its own (MindSpeed-MM's ``Template``) tokenizes a conversation
+    differently from the whole text (the model's own tokenization)."""
+    for system, contents in ((None, ["What color is this?", "It is red."]),
+                             ("Answer briefly.", ["What color?", "Red.", "And the square?", "Blue."])):
+        slots = fmt.slots(system, [fmt.text_lead + c if i % 2 == 0 else c for i, c in enumerate(contents)])
+        apart = [i for slot in slots for i in tokenizer(slot, add_special_tokens=False)["input_ids"]]
+        if apart != tokenizer("".join(slots), add_special_tokens=False)["input_ids"]:
+            return True
+    return False
