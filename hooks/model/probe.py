@@ -12,41 +12,18 @@ later ``copier update`` does not need the model directory.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import inspect
 import json
 import re
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hooks import run_one_shot
+from hooks.model.build import ProbeError, _gc_paused, build_meta_model, resolve_model_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
-
-# Data-path defaults for model families whose chat format an in-repo template already speaks.
-# model_type -> (template, collator_id); the registered names are in MindSpeed-MM's template.py.
-BRANCH_A_FAMILIES: dict[str, tuple[str, str]] = {
-    "qwen2_vl": ("qwen2vl", "qwen3vl"),
-    "qwen2_5_vl": ("qwen2vl", "qwen3vl"),
-    "qwen3_vl": ("qwen3_vl_nothink", "qwen3vl"),
-    "qwen3_vl_moe": ("qwen3_vl_nothink", "qwen3vl"),
-    # GLM-4.1V / GLM-4.5V: in-repo Reasoning templates with the glm4.1v mm_plugin (reference §3.3).
-    "glm4v": ("glm4.1v", "qwen3vl"),
-    "glm4v_moe": ("glm4v_moe", "qwen3vl"),
-}
-# template -> (chat format, media tokens its mm_plugin expands), for the branch reason; default Qwen-VL.
-BRANCH_A_FORMATS: dict[str, tuple[str, str]] = {
-    "glm4.1v": ("GLM-4.1V", "<|image|>/<|video|>"),
-    "glm4v_moe": ("GLM-4.1V", "<|image|>/<|video|>"),
-}
-
-
-class ProbeError(ValueError):
-    """A problem with the model directory that the user can fix; names the field."""
 
 
 @dataclass
@@ -71,6 +48,7 @@ class ModelFacts:
     collator_id: str
     plan: dict[str, Any]
     processor: dict[str, Any] = field(default_factory=dict)
+    attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self, *, with_timings: bool = True) -> str:
@@ -97,70 +75,6 @@ def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
             "review those *.py files and answer trust_remote_code=true to allow it"
         )
     return raw
-
-
-def resolve_model_class(config: Any, model_dir: Path, *, trust_remote_code: bool) -> type:
-    """The class MindSpeed-MM will subclass: transformers' own, else the remote-code class."""
-    import transformers
-
-    for arch in getattr(config, "architectures", None) or []:
-        if hasattr(transformers, arch):
-            return getattr(transformers, arch)
-    auto_map = getattr(config, "auto_map", None) or {}
-    for key in ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM", "AutoModel"):
-        if key in auto_map and trust_remote_code:
-            from transformers.dynamic_module_utils import get_class_from_dynamic_module
-
-            return get_class_from_dynamic_module(auto_map[key], str(model_dir))
-    from transformers.models.auto.modeling_auto import MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
-
-    try:
-        return MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING[type(config)]
-    except KeyError as err:
-        raise ProbeError(
-            f"model_path: no image-text-to-text class for model_type {config.model_type!r} "
-            "(architectures in config.json name no transformers class)."
-        ) from err
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while tens of thousands of modules are created.
-
-    Allocation bursts trigger full collections that rescan every live module, so building and
-    tabulating a per-expert MoE (GLM-4.5V: ~30k modules) spends more time collecting than working.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def build_meta_model(cls: type, config: Any, *, fast: bool = True) -> Any:
-    """Instantiate on the meta device: structure and shapes only, no memory, no weights.
-
-    ``fast`` skips weight initialisation (transformers' own ``no_init_weights``, as
-    ``from_pretrained`` does) and pauses the garbage collector: initialising meta tensors
-    changes no name, class or shape, but goes through torch's reference decompositions
-    (GLM-4.5V: 23-40 s plain, ~1 s CPU fast). ``no_init_weights`` also skips ``tie_weights``,
-    so it is called here as ``from_pretrained`` does; ``tests/test_full_probe.py`` checks that
-    the module table is identical to a plain build.
-    """
-    import torch
-
-    if not fast:
-        with torch.device("meta"):
-            return cls._from_config(config)
-    from transformers.modeling_utils import no_init_weights
-
-    with _gc_paused(), torch.device("meta"), no_init_weights():
-        model = cls._from_config(config)
-        if hasattr(model, "tie_weights"):
-            model.tie_weights()
-    return model
 
 
 def _subtree_totals(named: list[tuple[str, Any]], own: dict[str, int]) -> dict[str, int]:
@@ -262,6 +176,21 @@ def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:
     return sorted(bad)
 
 
+def attention_support(model: Any) -> dict[str, bool]:
+    """Attention implementations that every sub-model of the built model declares.
+
+    A composite model is only as capable as its least capable tower: a timm vision tower
+    (Gemma 3n, Perception-LM) declares neither SDPA nor flash attention, and transformers refuses
+    to build it with them.
+    """
+    from transformers import PreTrainedModel
+
+    parts = [m for m in model.modules() if isinstance(m, PreTrainedModel)]
+    return {"sdpa": all(m._supports_sdpa for m in parts),
+            "flash_attention_2": all(m._supports_flash_attn or getattr(m, "_supports_flash_attn_2", False)
+                                     for m in parts)}
+
+
 def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
     """Forward parameters, whether it takes ``**kwargs``, and whether it can return ``.loss``."""
     sig = inspect.signature(cls.forward)
@@ -290,20 +219,6 @@ def sub_configs(config: Any) -> dict[str, str]:
     return found
 
 
-def recommend_branch(model_type: str) -> tuple[str, str, str, str]:
-    """(branch, reason, template, collator) from what MindSpeed-MM's data path already supports."""
-    if model_type in BRANCH_A_FAMILIES:
-        template, collator = BRANCH_A_FAMILIES[model_type]
-        chat_format, tokens = BRANCH_A_FORMATS.get(template, ("Qwen-VL", "<|image_pad|>/<|video_pad|>"))
-        reason = (f"model_type {model_type} uses the {chat_format} chat format and media tokens that the in-repo "
-                  f"template {template!r} (mm_plugin with {tokens}) and the "
-                  f"{collator!r} collator already produce")
-        return "a", reason, template, collator
-    reason = (f"no in-repo template speaks model_type {model_type}'s chat format and media tokens; "
-              "a model-specific template / mm_plugin is needed")
-    return "b", reason, "", "qwen3vl"
-
-
 def _one_image_prompt(proc: Any) -> str:
     """A user turn with one image, written the way the model's own chat template writes it."""
     if getattr(proc, "chat_template", None):
@@ -313,8 +228,12 @@ def _one_image_prompt(proc: Any) -> str:
     return f"{token} Describe it."
 
 
-def processor_facts(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
-    """Processor class and the keys it emits for one image + text (best effort, reported only)."""
+def processor_facts(model_dir: Path, *, trust_remote_code: bool,
+                    forward_params: list[str] | None = None) -> dict[str, Any]:
+    """Processor class, the keys it emits for one image + text, and the chat/media format read off it.
+
+    Best effort: a processor that cannot be loaded is reported (``error``), never fatal here.
+    """
     facts: dict[str, Any] = {}
     try:
         from hooks.compat import ensure_torchvision
@@ -329,6 +248,9 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
         image = Image.new("RGB", (64, 64), "red")
         out = proc(text=[_one_image_prompt(proc)], images=[image], return_tensors="pt")
         facts["output_keys"] = sorted(out.keys())
+        from hooks.data.media import data_format
+
+        facts["data_format"] = data_format(proc, forward_params or [])
     except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
         facts["error"] = f"{type(err).__name__}: {err}"
     return facts
@@ -353,11 +275,11 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         t3 = time.perf_counter()
         table = module_table(model)
         plan: Plan = derive_plan(table)
+        attention = attention_support(model)
         del model
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
-    branch, reason, template, collator = recommend_branch(model_type)
     text_cfg = getattr(config, "text_config", config)
     facts = ModelFacts(
         model_type=model_type,
@@ -373,17 +295,32 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
                                  or getattr(text_cfg, "tie_word_embeddings", False)) and bool(table.tied),
         no_split_modules=table.no_split,
         media_tokens=media_tokens(config),
-        recommended_branch=branch,
-        branch_reason=reason,
-        template=template,
-        collator_id=collator,
+        recommended_branch="",
+        branch_reason="",
+        template="",
+        collator_id="",
         plan=plan.to_dict(),
+        attention=attention,
     )
     if with_processor:
-        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code)
+        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params)
+    # Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format.
+    from hooks.data.candidates import recommend
+
+    choice = recommend(asdict(facts), None)
+    facts.recommended_branch, facts.branch_reason = choice["branch"], choice["reason"]
+    facts.template, facts.collator_id = choice["template"] if choice["branch"] == "a" else "", choice["collator_id"]
     facts.timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
                      "build_plan_cpu_s": cpu4 - cpu2, "total_s": time.perf_counter() - t0}
     return facts
+
+
+def _processor_line(proc: dict[str, Any]) -> str:
+    if "class" not in proc:
+        return f"not loaded ({proc.get('error', 'skipped')})"
+    chat = (proc.get("data_format") or {}).get("chat") or {}
+    form = ("chat format: " + ("slots" if not chat.get("problems") else "not slots")) if chat else "no chat template"
+    return f"{proc['class']}, image token {proc.get('image_token')!r}, outputs {proc.get('output_keys')}, {form}"
 
 
 def render_table(facts: ModelFacts) -> str:
@@ -397,8 +334,7 @@ def render_table(facts: ModelFacts) -> str:
         f"returns .loss    {facts.returns_loss}   tied embeddings {facts.tie_word_embeddings}",
         f"no_split         {', '.join(facts.no_split_modules)}",
         f"media tokens     {facts.media_tokens}",
-        f"processor        {facts.processor}",
-        f"data branch      {facts.recommended_branch}: {facts.branch_reason}",
+        f"processor        {_processor_line(facts.processor)}",
         "",
         f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
     ]
@@ -449,8 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
-    parser.add_argument("--early-parity", nargs=3, metavar=("CHECKOUT", "TEMPLATE", "PYTHON"),
-                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the parity check
+    parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
+                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
     parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
                         help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
     args = parser.parse_args(argv)
@@ -472,14 +408,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
-    if args.early_parity:
-        from hooks.data.parity import fork_early_run
+    if args.data_evidence:
+        from hooks.data.parity import fork_evidence
 
-        checkout, template, python = args.early_parity
+        checkout, model_id, python = args.data_evidence
+        answers = {"model_id": model_id, "model_path": str(args.model_dir.resolve()), "python": python,
+                   "trust_remote_code": args.trust_remote_code,
+                   "model_facts": json.loads(facts.to_json(with_timings=False))}
         try:
-            fork_early_run(Path(checkout), args.model_dir, template, python)
+            fork_evidence(Path(checkout), answers)
         except OSError:
-            pass  # best effort: postgen then runs the check itself
+            pass  # best effort: copier then recommends without evidence and postgen checks the scaffold
     return 1 if facts.plan["problems"] else 0
 
 

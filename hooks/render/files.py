@@ -1,0 +1,89 @@
+"""Rendering generated files: the Jinja filters the templates use, and a render outside copier.
+
+copier renders the scaffold into the checkout. The data-parity check that picks the data branch
+runs *before* that, on the branch-b data plugin the copy would write, so this module renders those
+template files the way copier does (same loader root, same filters, same environment options) into
+a scratch folder. A tier-2 test checks that both renders are byte-identical.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from hooks import TEMPLATE_ROOT
+
+WIDTH = 116  # generated Python stays under ruff's 120 columns
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    """``text`` in pieces of at most ``size`` characters, cut after a newline or space where possible."""
+    pieces = []
+    while len(text) > size:
+        cut = max(text.rfind("\n", 0, size), text.rfind(" ", 0, size)) + 1 or size
+        pieces.append(text[:cut])
+        text = text[cut:]
+    return [*pieces, text] if text else pieces
+
+
+def pyrepr(value: Any, indent: int = 0, start: int | None = None) -> str:
+    """A Python literal for ``value`` that starts at column ``start`` (default ``indent``) of a line indented by
+    ``indent``: a string too long for it becomes implicitly joined pieces, a long list one item per line."""
+    text = repr(value)
+    start = indent if start is None else start
+    if len(text) + start <= WIDTH:
+        return text
+    inner = " " * (indent + 4)
+    if isinstance(value, str):
+        body = [f"{inner}{piece!r}\n" for piece in _chunks(value, WIDTH - len(inner) - 3)]
+        return "(\n" + "".join(body) + " " * indent + ")"
+    if isinstance(value, (list, tuple)):
+        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")")
+        return opening + "\n" + "".join(f"{inner}{item!r},\n" for item in value) + " " * indent + closing
+    return text
+
+
+def class_prefix(model_id: str) -> str:
+    """``qwen2_5_vl`` -> ``Qwen25Vl``: the model id as a class-name prefix."""
+    return "".join(part[:1].upper() + part[1:] for part in str(model_id).split("_") if part)
+
+
+def copies_remote_code(facts: Any) -> bool:
+    """The plugin subclasses a class from the model folder's own code (not a transformers class).
+
+    Also the ``msmm_copies_remote_code`` filter that partials/modeling.py.jinja branches on.
+    """
+    remote, module = (facts["remote_code"], facts["class_module"]) if isinstance(facts, dict) else (
+        facts.remote_code, facts.class_module)
+    return bool(remote) and not module.startswith("transformers.")
+
+
+RENDER_FILTERS = {
+    "msmm_copies_remote_code": copies_remote_code,
+    "msmm_class_prefix": class_prefix,
+    "pyrepr": pyrepr,
+    "shquote": lambda value: shlex.quote(str(value)),
+}
+
+
+def render_template_file(relpath: str, context: dict[str, Any]) -> str:
+    """One template file rendered as copier renders it (``copier.yml``'s ``_envops``: keep_trailing_newline)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(RENDER_FILTERS)
+    return env.get_template(relpath).render(**context)
+
+
+def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
+    """The branch-b data plugin files for ``model_id`` under ``dest/<package>/``; returns the package dir."""
+    source = Path("template_vlm_branch_b/mindspeed_mm/fsdp/models/{{model_id}}")
+    package = Path(dest) / f"msmm_candidate_{model_id}"
+    package.mkdir(parents=True, exist_ok=True)
+    context = {"model_id": model_id, "model_facts": model_facts}
+    for name in ("data_plugin_{{model_id}}.py.jinja", "processor_media.py.jinja"):
+        target = package / name.replace("{{model_id}}", model_id).removesuffix(".jinja")
+        target.write_text(render_template_file(str(source / name), context), encoding="utf-8")
+    return package
