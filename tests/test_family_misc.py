@@ -149,15 +149,23 @@ def test_recompute_targets_take_past_key_values(arch: str, tiny_models) -> None:
                 assert any(p.name == "past_key_values" or p.kind is p.VAR_KEYWORD for p in params), name
 
 
-def test_branch_a_families() -> None:
-    from hooks.model.probe import recommend_branch
+def test_recommendation_without_a_checkout() -> None:
+    """No data parity can run: the family's in-repo template, then a derivable chat format, then branch c."""
+    from hooks.data.candidates import recommend
 
-    assert recommend_branch("qwen2_vl")[::2] == ("a", "qwen2vl")
+    def facts(model_type: str, chat: dict | None) -> dict:
+        data_format = {"chat": chat, "media": {"item_prefix": ""}} if chat is not None else None
+        return {"model_type": model_type, "processor": {"data_format": data_format}}
+
+    assert recommend(facts("qwen2_vl", {"problems": []}), None)["template"] == "qwen2vl"
     for model_type, template in (("glm4v", "glm4.1v"), ("glm4v_moe", "glm4v_moe")):
-        branch, reason, chosen, collator = recommend_branch(model_type)
-        assert (branch, chosen, collator) == ("a", template, "qwen3vl")
-        assert "<|image|>" in reason and "image_pad" not in reason
-    assert recommend_branch("llama4")[0] == "b"
+        choice = recommend(facts(model_type, {"problems": []}), None)
+        assert (choice["branch"], choice["template"], choice["collator_id"]) == ("a", template, "qwen3vl")
+        assert "not checked" in choice["reason"]
+    assert recommend(facts("llama4", {"problems": [], "image_item": "<|image|>"}), None)["branch"] == "b"
+    no_slots = recommend(facts("emu3", {"problems": ["the expansion depends on where it stands"]}), None)
+    assert no_slots["branch"] == "c" and "depends on where it stands" in no_slots["reason"]
+    assert recommend(facts("paligemma", None), None)["branch"] == "c"
 
 
 # Shrinking a full-size config ---------------------------------------------------------------------

@@ -1,131 +1,159 @@
-"""Data parity (hooks/data/parity.py): the comparison on hand-made id lists, the CLI outside a checkout, the
-result cache and the early run the probe forks, and (tier 2) MindSpeed-MM's qwen2vl template against a
-tiny Qwen2.5-VL's own processor."""
+"""Data parity (hooks/data/parity.py, hooks/data/batch.py, hooks/data/candidates.py).
+
+Tier 1: the batch comparison on hand-made batches with a real tokenizer, the label-mask rule, the
+recommendation from verdicts, the cache key, and the evidence fork's mechanics. Tier 2: the whole
+check in a real checkout (in-repo templates and derived ones), the copy-time evidence reused after
+rendering, and a forced wrong template stopping the copy before the smoke.
+"""
 
 from __future__ import annotations
 
-import os
+import json
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from hooks.data import parity
-from hooks.data.parity import ParityResult, answer_start, compare_ids, diff_lines, judge_payload, main
+from hooks.data.candidates import Candidate, candidates, recommend
+from hooks.data.parity import ParityResult
 
-# A toy vocabulary: enough to spell Qwen- and GLM-style samples.
-VOCAB = {
-    1: "<|im_start|>", 2: "<|im_end|>", 3: "\n", 4: "system", 5: "user", 6: "assistant", 7: "<|vision_start|>",
-    8: "<|image_pad|>", 9: "<|vision_end|>", 10: "Hi", 11: "Red", 12: ".", 13: "<think>", 14: "</think>",
-    15: "<|endoftext|>", 16: "Be nice",
-}
-IMG = 8
-SYSTEM = [1, 4, 3, 16, 2, 3]
-PROMPT = [1, 5, 3, 7, IMG, IMG, IMG, IMG, 9, 10, 2, 3, 1, 6, 3]
-ANSWER = [11, 12, 2, 3]
+ANSWER = "The image is red."
 
 
-def decode(ids: Sequence[int]) -> str:
-    return "".join(VOCAB.get(i, f"<{i}>") for i in ids)
+@pytest.fixture(scope="module")
+def qwen_tokenizer(tiny_models):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_models("qwen2_5_vl")))
 
 
-def judge(mm: list[int], ref: list[int], mm_start: int, ref_start: int, **kw):  # noqa: ANN003
-    return compare_ids(mm, ref, image_token_id=IMG, mm_answer_start=mm_start, ref_answer_start=ref_start,
-                       decode=decode, **kw)
+def _chat_ids(tokenizer, answer: str = ANSWER) -> list[int]:
+    text = ("<|im_start|>user\n<|vision_start|><|image_pad|><|image_pad|><|vision_end|>What color?<|im_end|>\n"
+            f"<|im_start|>assistant\n{answer}<|im_end|>\n")
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def test_identical_sequences_match() -> None:
-    ids = PROMPT + ANSWER
-    result = judge(ids, list(ids), len(PROMPT), len(PROMPT))
-    assert result.verdict == "match" and result.ok and not result.diff_lines
+def _batch(ids: list[int], labels: list[int], **extra):
+    import torch
+
+    return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+            "labels": torch.tensor([labels]), **extra}
 
 
-def test_default_system_prompt_is_compatible_and_listed() -> None:
-    mm = SYSTEM + PROMPT + ANSWER
-    result = judge(mm, PROMPT + ANSWER, len(SYSTEM + PROMPT), len(PROMPT))
-    assert result.verdict == "compatible" and result.ok
-    assert len(result.diff_lines) == 1 and "Be nice" in result.diff_lines[0]
-    assert any("first divergence at token 1" in d for d in result.details)
+def _qwen_labels(tokenizer, ids: list[int], *, train_newline: bool = True) -> list[int]:
+    """MindSpeed-MM's labels for ids: the answer slot (answer, <|im_end|>, "\\n") trained."""
+    start = len(_chat_ids(tokenizer)) - len(tokenizer(f"{ANSWER}<|im_end|>\n", add_special_tokens=False)["input_ids"])
+    labels = [-100] * start + ids[start:]
+    return labels if train_newline else labels[:-1] + [-100]
 
 
-def test_trailing_newline_after_eos_is_compatible() -> None:
-    result = judge(PROMPT + ANSWER, PROMPT + ANSWER[:-1], len(PROMPT), len(PROMPT))
-    assert result.verdict == "compatible"
-    assert result.diff_lines and "'\\n'" in result.diff_lines[0]
+def _compare(tokenizer, ours, own, forward_keys=("input_ids", "pixel_values"), kwargs=False):
+    from hooks.data.batch import compare_sample
+
+    return compare_sample("one image", ours, own, tokenizer, [ANSWER], "<|im_end|>", set(forward_keys), kwargs)
 
 
-def test_image_token_count_differs_is_mismatch() -> None:
-    ref = [t for i, t in enumerate(PROMPT) if i != 4] + ANSWER
-    result = judge(PROMPT + ANSWER, ref, len(PROMPT), len(PROMPT) - 1)
-    assert result.verdict == "mismatch" and not result.ok
-    assert any("image tokens: MindSpeed-MM 4, model 3" in d for d in result.details)
-    assert any("image-token count differs" in d for d in result.details)
+def test_own_trained_marks_the_answer_and_its_end_of_turn(qwen_tokenizer) -> None:
+    from hooks.data.batch import own_trained
+
+    ids = _chat_ids(qwen_tokenizer)
+    trained = own_trained(qwen_tokenizer, ids, [ANSWER], "<|im_end|>")
+    text = qwen_tokenizer.decode([t for t, m in zip(ids, trained, strict=True) if m])
+    assert text == ANSWER + "<|im_end|>"
 
 
-def test_media_wrapper_differs_is_mismatch() -> None:
-    ref = [0 if t == 7 else t for t in PROMPT] + ANSWER  # same count, no <|vision_start|>
-    result = judge(PROMPT + ANSWER, ref, len(PROMPT), len(PROMPT))
-    assert result.verdict == "mismatch"
-    assert any("media span differs" in d for d in result.details)
+def test_identical_batches_match_and_a_trained_newline_is_noted(qwen_tokenizer) -> None:
+    import torch
+
+    ids = _chat_ids(qwen_tokenizer)
+    pixels = torch.ones(4, 6)
+    verdict, notes = _compare(qwen_tokenizer, _batch(ids, _qwen_labels(qwen_tokenizer, ids), pixel_values=pixels),
+                              _batch(ids, ids, pixel_values=pixels.clone()))
+    assert verdict == "match"
+    assert any("whitespace '\\n'" in n for n in notes)
 
 
-def test_answer_differs_is_mismatch_and_names_think_block() -> None:
-    mm = PROMPT + [13, 3, 14, 3] + ANSWER
-    result = judge(mm, PROMPT + ANSWER, len(PROMPT), len(PROMPT))
-    assert result.verdict == "mismatch"
-    assert any("answer tokens differ" in d and "<think>" in d for d in result.details)
+def test_a_different_token_is_a_mismatch_in_words(qwen_tokenizer) -> None:
+    ids = _chat_ids(qwen_tokenizer)
+    other = _chat_ids(qwen_tokenizer, "The image is blue.")
+    verdict, notes = _compare(qwen_tokenizer, _batch(other, _qwen_labels(qwen_tokenizer, other)), _batch(ids, ids))
+    assert verdict == "mismatch" and "input_ids differ at token" in notes[0] and "blue" in notes[0]
 
 
-def test_other_stop_token_is_mismatch() -> None:
-    mm = PROMPT + [11, 12, 15, 3]  # <|endoftext|> where the model ends its turn with <|im_end|>
-    result = judge(mm, PROMPT + ANSWER, len(PROMPT), len(PROMPT), terminator_ids={2, 15})
-    assert result.verdict == "mismatch"
+def test_a_trained_prompt_token_and_an_untrained_answer_are_mismatches(qwen_tokenizer) -> None:
+    ids = _chat_ids(qwen_tokenizer)
+    labels = _qwen_labels(qwen_tokenizer, ids)
+    prompt_trained = list(labels)
+    prompt_trained[2] = ids[2]
+    verdict, notes = _compare(qwen_tokenizer, _batch(ids, prompt_trained), _batch(ids, ids))
+    assert verdict == "mismatch" and "is trained but is prompt" in notes[0]
+    no_eot = list(labels)
+    no_eot[-2] = -100  # <|im_end|>
+    verdict, notes = _compare(qwen_tokenizer, _batch(ids, no_eot), _batch(ids, ids))
+    assert verdict == "mismatch" and "is not trained" in notes[0]
 
 
-def test_stop_token_the_template_leaves_to_generation_is_compatible() -> None:
-    ref = [0, 5, 3, 7, IMG, IMG, 9, 10, 6, 3, 11, 12]  # GLM style: no end-of-turn after the last answer
-    mm = ref[:9] + [3, 11, 12, 15]  # answer starts before the "\n", eos appended (efficient_eos)
-    result = judge(mm, ref, 9, 10, terminator_ids={15})
-    assert result.verdict == "compatible"
-    assert any("stop token the model's template leaves to generation" in d for d in result.details)
+def test_media_keys_missing_different_or_unknown(qwen_tokenizer) -> None:
+    import torch
+
+    ids = _chat_ids(qwen_tokenizer)
+    labels = _qwen_labels(qwen_tokenizer, ids)
+    own = _batch(ids, ids, pixel_values=torch.ones(4, 6))
+    verdict, notes = _compare(qwen_tokenizer, _batch(ids, labels), own)
+    assert verdict == "mismatch" and "lacks 'pixel_values'" in notes[0]
+    verdict, notes = _compare(qwen_tokenizer, _batch(ids, labels, pixel_values=torch.zeros(4, 6)), own)
+    assert verdict == "mismatch" and "'pixel_values' differs" in notes[0] and "by up to 1" in notes[0]
+    stray = _batch(ids, labels, pixel_values=torch.ones(4, 6), rope_deltas=torch.zeros(1, 1))
+    assert _compare(qwen_tokenizer, stray, own)[0] == "mismatch"
+    verdict, notes = _compare(qwen_tokenizer, stray, own, kwargs=True)
+    assert verdict == "match" and any("through **kwargs" in n for n in notes)
 
 
-def test_diff_lines_are_capped() -> None:
-    mm = [11, 12] * 40
-    ref = [11, 10] * 40
-    lines = diff_lines(mm, ref, decode)
-    assert len(lines) == 13 and lines[-1].startswith("...")
+def test_text_only_batch_needs_a_masked_stand_in_image() -> None:
+    import torch
+
+    from hooks.data.batch import text_only_check
+
+    ids = list(range(10))
+    fake = {"input_ids": torch.tensor([ids + [7, 7]]), "attention_mask": torch.tensor([[1] * 10 + [0, 0]]),
+            "labels": torch.tensor([[-100] * 8 + [1, 2, -100, -100]]), "pixel_values": torch.ones(2, 3)}
+    assert text_only_check(fake, 10, True)[0] == "match"
+    assert text_only_check({k: v for k, v in fake.items() if k != "pixel_values"}, 10, True)[0] == "mismatch"
+    attended = {**fake, "attention_mask": torch.ones(1, 12, dtype=torch.long)}
+    assert text_only_check(attended, 10, True)[0] == "mismatch"
 
 
-def test_answer_start_is_common_prefix_with_generation_prompt() -> None:
-    assert answer_start(PROMPT + ANSWER, PROMPT) == len(PROMPT)
-    assert answer_start([1, 2, 3], [1, 9]) == 1
+# --- candidates and the recommendation --------------------------------------------------------------
 
 
-def test_judge_payload_decodes_with_pieces() -> None:
-    payload = {
-        "mm_ids": SYSTEM + PROMPT + ANSWER, "mm_answer_start": len(SYSTEM + PROMPT),
-        "ref_ids": PROMPT + ANSWER, "ref_prompt_ids": PROMPT, "image_token_id": IMG,
-        "terminator_ids": [2], "pieces": {str(k): v for k, v in VOCAB.items()},
-        "mm_text": decode(SYSTEM + PROMPT + ANSWER), "ref_text": decode(PROMPT + ANSWER),
-    }
-    result = judge_payload(payload)
-    assert result.verdict == "compatible"
-    assert result.mm_text.startswith("<|im_start|>system")
-    assert "COMPATIBLE" in result.summary()
+def _facts(model_type: str, problems: list[str] | None = None) -> dict:
+    chat = None if problems is None else {"problems": problems, "image_item": "<image>"}
+    return {"model_type": model_type, "processor": {"data_format": {"chat": chat, "media": {"item_prefix": ""}}
+                                                    if chat is not None else None}}
 
 
-def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    answers = tmp_path / "a.yml"
-    answers.write_text("model_id: x\nmodel_path: /nowhere\ndata_branch: a\nchat_template: qwen2vl\n")
-    assert main([str(answers), "--dest", str(tmp_path)]) == 0
-    assert "cannot run here: destination is not a MindSpeed-MM checkout" in capsys.readouterr().out
+def test_candidates_try_the_family_template_first_then_the_derived_one() -> None:
+    assert candidates(_facts("glm4v", []), "glm") == [Candidate("a", "glm4.1v", "qwen3vl"),
+                                                      Candidate("b", "glm", "qwen3vl")]
+    assert candidates(_facts("llava", []), "x") == [Candidate("b", "x", "qwen3vl")]
+    assert candidates(_facts("emu3", ["not in place"]), "x") == []
 
 
-# --- cache and early run ----------------------------------------------------------------------------
+def test_the_first_match_is_recommended_with_what_failed_before_it() -> None:
+    a, b = Candidate("a", "glm4.1v", "qwen3vl"), Candidate("b", "glm", "qwen3vl")
+    tried = [(a, ParityResult("mismatch", ["one image: input_ids differ at token 40"])), (b, ParityResult("match"))]
+    choice = recommend(_facts("glm4v", []), tried)
+    assert choice["branch"] == "b" and choice["template"] == "glm"
+    assert "in-repo template 'glm4.1v' does not (one image: input_ids differ at token 40)" in choice["reason"]
+    none = recommend(_facts("glm4v", []), [(a, ParityResult("mismatch", ["x differs"]))])
+    assert none["branch"] == "c" and "x differs" in none["reason"]
+
+
+# --- cache and evidence -----------------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -141,150 +169,133 @@ def checkout_and_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple
     return tmp_path / "co", model
 
 
-def test_parity_key_follows_the_inputs_but_not_the_weights(checkout_and_model: tuple[Path, Path]) -> None:
+def test_parity_key_follows_the_inputs_but_not_the_weights(checkout_and_model: tuple[Path, Path],
+                                                           tmp_path: Path) -> None:
     dest, model = checkout_and_model
-    key = parity.parity_key(dest, model, "qwen2vl", "python3")
-    assert parity.parity_key(dest, model, "qwen2vl", "python3") == key
+    plugin = tmp_path / "data_plugin_x.py"
+    plugin.write_text("SLOT = 1\n")
+    config = {"data": {"dataset_param": {"basic_parameters": {"template": "qwen2vl", "dataset": "a.json"}}}}
+    key = parity.parity_key(dest, model, config, [plugin], {}, "python3")
     (model / "model.safetensors").write_bytes(b"other weights")
-    assert parity.parity_key(dest, model, "qwen2vl", "python3") == key
-    assert parity.parity_key(dest, model, "glm4.1v", "python3") != key
-    assert parity.parity_key(dest, model, "qwen2vl", "/other/python") != key
+    assert parity.parity_key(dest, model, config, [plugin], {}, "python3") == key
+    moved = {"data": {"dataset_param": {"basic_parameters": {"template": "qwen2vl", "dataset": "b.json"}}}}
+    assert parity.parity_key(dest, model, moved, [plugin], {}, "python3") == key  # the samples replace the data
+    other = {"data": {"dataset_param": {"basic_parameters": {"template": "glm4.1v"}}}}
+    assert parity.parity_key(dest, model, other, [plugin], {}, "python3") != key
+    assert parity.parity_key(dest, model, config, [plugin], {}, "/other/python") != key
+    plugin.write_text("SLOT = 2\n")
+    assert parity.parity_key(dest, model, config, [plugin], {}, "python3") != key
     (dest / "mindspeed_mm" / "fsdp" / "data" / "template.py").write_text("A = 22\n")
-    assert parity.parity_key(dest, model, "qwen2vl", "python3") != key
+    assert parity.parity_key(dest, model, config, [], {}, "python3") != parity.parity_key(
+        dest, model, config, [plugin], {}, "python3")
 
 
-def test_cached_verdict_is_reused_and_errors_are_not(checkout_and_model: tuple[Path, Path],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    dest, model = checkout_and_model
-    runs: list[str] = []
-
-    def fake_check(*_args: object, **_kwargs: object) -> ParityResult:  # test double for the subprocess
-        runs.append("run")
-        return ParityResult("error" if len(runs) == 1 else "match", ["details"])
-
-    monkeypatch.setattr(parity, "check_parity", fake_check)
-    assert parity.cached_parity(dest, model, "qwen2vl").verdict == "error"
-    assert parity.cached_parity(dest, model, "qwen2vl").verdict == "match"  # the error was not stored
-    again = parity.cached_parity(dest, model, "qwen2vl")
-    assert again == ParityResult("match", ["details"]) and len(runs) == 2
-
-
-def test_a_stored_result_from_other_package_versions_is_ignored(checkout_and_model: tuple[Path, Path],
+def test_only_verdicts_are_stored_and_only_for_the_same_packages(checkout_and_model: tuple[Path, Path],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    dest, model = checkout_and_model
-    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
-    parity._store(key, ParityResult("match"))
-    assert parity._load_cached(key) is not None
+    parity._store("k1", ParityResult("error", ["transient"]))
+    assert parity._load_cached("k1") is None
+    parity._store("k2", ParityResult("match", ["fine"]))
+    assert parity._load_cached("k2") == ParityResult("match", ["fine"])
     monkeypatch.setattr(parity, "_env_versions", lambda: {"transformers": "9.9.9"})
-    assert parity._load_cached(key) is None
+    assert parity._load_cached("k2") is None
 
 
-def test_waits_for_the_early_run_and_uses_its_result(checkout_and_model: tuple[Path, Path],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real second process plays the early run: it holds the pid file, then stores its verdict."""
+def test_waits_for_the_evidence_run_and_reads_it(checkout_and_model: tuple[Path, Path]) -> None:
+    """A real second process plays the probe's fork: it holds the pid file, then writes the evidence."""
     dest, model = checkout_and_model
-    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
-    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); time.sleep(1.5)\n"
-              "from hooks.data import parity; parity._store(sys.argv[2], parity.ParityResult('compatible', ['early']))")
-    root = Path(parity.__file__).resolve().parents[1]
-    early = subprocess.Popen([sys.executable, "-c", script, str(root), key])
-    (parity._cache_dir() / f"{key}.pid").parent.mkdir(parents=True, exist_ok=True)
-    (parity._cache_dir() / f"{key}.pid").write_text(str(early.pid))
-    monkeypatch.setattr(parity, "check_parity", lambda *a, **k: pytest.fail("ran instead of waiting"))
+    target = parity._cache_dir() / (parity.evidence_key(dest, model, "m", "python3", False) + ".json")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    assert parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=5) is None  # no run on
+    script = "import sys, time; time.sleep(1.5); open(sys.argv[1], 'w').write('{\"recommended\": {\"branch\": \"b\"}}')"
+    run = subprocess.Popen([sys.executable, "-c", script, str(target)])
+    target.with_suffix(".pid").write_text(str(run.pid))
     start = time.monotonic()
-    result = parity.cached_parity(dest, model, "qwen2vl")
-    assert result.verdict == "compatible" and result.details == ["early"]
-    assert time.monotonic() - start >= 1.0
-    early.wait()
+    evidence = parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
+    assert evidence == {"recommended": {"branch": "b"}} and time.monotonic() - start >= 1.0
+    run.wait()
 
 
-def test_a_finished_unreaped_early_run_is_not_waited_for(checkout_and_model: tuple[Path, Path]) -> None:
-    dest, model = checkout_and_model
-    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
-    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
-    (parity._cache_dir() / f"{key}.pid").parent.mkdir(parents=True, exist_ok=True)
-    (parity._cache_dir() / f"{key}.pid").write_text(str(zombie.pid))
-    time.sleep(0.5)  # exited, not yet reaped
-    if sys.platform.startswith("linux"):
-        assert parity._early_run_pid(key) is None
-    zombie.wait()
-    assert parity._early_run_pid(key) is None
-
-
-def test_no_early_run_outside_a_checkout(tmp_path: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.render.copier_ext import early_parity_target
-
-    assert early_parity_target(str(tiny_models("qwen2_5_vl")), sys.executable, str(tmp_path)) is None
-
-
-_FORK_WITH_SLOW_CHECK = """
+_FORK_WITH_SLOW_EVIDENCE = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from hooks.data import parity
-
-def slow_check_test_double(*_args, **_kwargs):  # stands in for the real check (tier 2 runs that)
-    time.sleep(2)
-    return parity.ParityResult("compatible", ["forked"])
-
-parity.check_parity_in_this_process = slow_check_test_double
 import hooks.smoke.framework
+
+def slow_evidence_test_double(*_args, **_kwargs):  # stands in for the real candidates (tier 2 runs those)
+    time.sleep(2)
+    return {"candidates": [], "recommended": {"branch": "b"}}
+
+parity.gather_evidence = slow_evidence_test_double
 hooks.smoke.framework.framework_unavailable = lambda dest: ("", None)
 start = time.monotonic()
-started = parity.fork_early_run(Path(sys.argv[2]), Path(sys.argv[3]), "qwen2vl", sys.executable)
+answers = {"model_id": "m", "model_path": sys.argv[3], "python": "python3", "model_facts": {}}
+started = parity.fork_evidence(Path(sys.argv[2]), answers)
 print(started, round(time.monotonic() - start, 2))
 """
 
 
-def test_fork_early_run_returns_at_once_and_leaves_its_verdict(checkout_and_model: tuple[Path, Path]) -> None:
-    """The fork mechanics on their own: the parent goes on, the detached child stores and unpublishes."""
+def test_fork_evidence_returns_at_once_and_leaves_its_result(checkout_and_model: tuple[Path, Path]) -> None:
     dest, model = checkout_and_model
-    root = Path(parity.__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", _FORK_WITH_SLOW_CHECK, str(root), str(dest), str(model)],
+    root = Path(parity.__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _FORK_WITH_SLOW_EVIDENCE, str(root), str(dest), str(model)],
                           capture_output=True, text=True, timeout=60, check=True)
     started, seconds = done.stdout.split()
-    assert started == "True" and float(seconds) < 1.5  # returned before the 2 s check could end
-    key = parity.parity_key(dest, model, "qwen2vl", sys.executable)
-    pid_file = parity._cache_dir() / f"{key}.pid"
-    deadline = time.monotonic() + 30
-    while (pid_file.exists() or parity._load_cached(key) is None) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert parity._load_cached(key) == ParityResult("compatible", ["forked"])
-    assert not pid_file.exists()
+    assert started == "True" and float(seconds) < 1.5  # returned before the 2 s run could end
+    evidence = parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
+    assert evidence == {"candidates": [], "recommended": {"branch": "b"}}
+    assert not (parity._cache_dir() / (parity.evidence_key(dest, model, "m", "python3", False) + ".pid")).exists()
+
+
+def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    answers = tmp_path / "a.yml"
+    answers.write_text("model_id: x\nmodel_path: /nowhere\ndata_branch: a\nchat_template: qwen2vl\n")
+    assert parity.main([str(answers), "--dest", str(tmp_path)]) == 0
+    assert "cannot run here: destination is not a MindSpeed-MM checkout" in capsys.readouterr().out
+
+
+# --- tier 2 -----------------------------------------------------------------------------------------
+
+
+def _evidence(mm_home: Path, tiny_models, arch: str, tmp_path: Path) -> dict:
+    from hooks.model.probe import probe
+    from hooks.smoke.framework import framework_unavailable
+
+    model = tiny_models(arch)
+    facts = json.loads(probe(model).to_json(with_timings=False))
+    answers = {"model_id": f"ev_{arch}", "model_path": str(model), "python": sys.executable, "model_facts": facts}
+    return parity.gather_evidence(mm_home, answers, framework_unavailable(mm_home)[1])
 
 
 @pytest.mark.tier2
-def test_early_run_result_is_what_postgen_reads(mm_home: Path, tiny_models, tmp_path: Path,  # noqa: ANN001
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The probe CLI forks the real check in a real checkout; postgen reads its verdict without a rerun."""
-    from hooks import env_with_hooks
-    from hooks.render.copier_ext import early_parity_target
-
-    monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
-    model = tiny_models("qwen2_5_vl")
-    target = early_parity_target(str(model), sys.executable, str(mm_home))
-    assert target == [str(mm_home.resolve()), "qwen2vl", sys.executable]
-    probe = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json", "--no-timings",
-                            "--early-parity", *target], capture_output=True, text=True, env=env_with_hooks(),
-                           timeout=300, check=False)
-    assert probe.returncode in (0, 1) and probe.stdout.strip().startswith("{"), probe.stderr[-2000:]
-    monkeypatch.setattr(parity, "check_parity", lambda *a, **k: pytest.fail("ran instead of waiting"))
-    answers = {"model_path": str(model), "python": sys.executable, "data_branch": "a", "chat_template": "qwen2vl"}
-    result, why = parity.parity_for_answers(mm_home, answers)
-    assert why == "" and result is not None and result.verdict in ("match", "compatible"), result
-    key = parity.parity_key(mm_home.resolve(), model.resolve(), "qwen2vl", sys.executable)
-    deadline = time.monotonic() + 10
-    while (parity._cache_dir() / f"{key}.pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (parity._cache_dir() / f"{key}.pid").exists()
+def test_qwen_keeps_its_in_repo_template(mm_home: Path, tiny_models, tmp_path: Path) -> None:
+    evidence = _evidence(mm_home, tiny_models, "qwen2_5_vl", tmp_path)
+    assert [c["verdict"] for c in evidence["candidates"]] == ["match"]
+    assert evidence["recommended"]["branch"] == "a" and evidence["recommended"]["template"] == "qwen2vl"
 
 
 @pytest.mark.tier2
-def test_qwen2_5_vl_qwen2vl_template_is_not_mismatch(mm_home: Path, tiny_models) -> None:  # noqa: ANN001
-    from hooks.data.parity import check_parity
+def test_glm41v_in_repo_template_is_not_the_models_format(mm_home: Path, tiny_models, tmp_path: Path) -> None:
+    """The settled GLM question: the in-repo Reasoning template trains a think block and an EOS that the
+    model's own chat template never writes; the template derived from it matches."""
+    evidence = _evidence(mm_home, tiny_models, "glm4v", tmp_path)
+    verdicts = [(c["template"], c["verdict"]) for c in evidence["candidates"]]
+    assert verdicts == [("glm4.1v", "mismatch"), ("ev_glm4v", "match")], evidence
+    assert evidence["recommended"]["branch"] == "b"
 
-    mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
-    result = check_parity(mm_home, tiny_models("qwen2_5_vl"), "qwen2vl", mindspeed_home=mindspeed_home)
-    assert result.verdict in ("match", "compatible"), result.summary()
-    assert "<|image_pad|>" in result.mm_text and result.mm_text.count("<|image_pad|>") == \
-        result.ref_text.count("<|image_pad|>")
+
+@pytest.mark.tier2
+def test_a_forced_wrong_template_stops_before_the_smoke(mm_home: Path, tiny_models, template_src: Path,
+                                                        tmp_path: Path) -> None:
+    from tests.copier_run import changed_paths, copy, mm_checkout
+
+    checkout = mm_checkout(mm_home, tmp_path)
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="wrong_tpl",
+                model_path=tiny_models("gemma3"), data_branch="a", chat_template="qwen2vl")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-3000:]
+    assert "data parity: MISMATCH" in out and re.search(r"error: data parity: one image: ", out)
+    assert "framework smoke" not in out  # stopped before the smoke
+    assert "parity_mismatch=warn" in out
+    assert changed_paths(checkout)  # the scaffold is written (and the message says how to remove it)
+    assert "rm -r .copier-answers/wrong_tpl.yml" in out

@@ -19,7 +19,6 @@ import json
 import keyword
 import os
 import re
-import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,7 +34,7 @@ if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the ch
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV, die_with_parent  # noqa: E402
-from hooks.render.postgen import copies_remote_code  # noqa: E402
+from hooks.render.files import RENDER_FILTERS  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
@@ -112,8 +111,8 @@ _PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
 def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
     """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent).
 
-    ``extra``: the hidden ``--prestart-trainer``/``--early-parity`` options, with which the probe
-    also gets the smoke's trainer ranks going and hands its warm process to the data-parity check.
+    ``extra``: the hidden ``--prestart-trainer``/``--data-evidence`` options, with which the probe
+    also gets the smoke's trainer ranks going and hands its warm process to the data-parity evidence.
     """
     key = (model_path, python, trust)
     if key not in _PROBE_RUNS:
@@ -130,38 +129,18 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
     return _PROBE_RUNS[key]
 
 
-def early_parity_target(model_path: str, python: str, dst_path: str) -> list[str] | None:
-    """(checkout, template, interpreter) of the data-parity check the probe can run right after itself.
-
-    Only a family's in-repo template is checked, only in a MindSpeed-MM checkout; postgen reuses the
-    result when the user keeps that template. Best effort: None just means postgen runs the check.
-    """
-    from hooks.model.probe import recommend_branch
-    from hooks.smoke.framework import framework_unavailable
-
-    dest = Path(os.path.expanduser(str(dst_path))).resolve()
-    model_dir = Path(os.path.expanduser(str(model_path))).resolve()
-    try:
-        model_type = json.loads((model_dir / "config.json").read_text()).get("model_type", "")
-    except (OSError, ValueError):
-        return None
-    branch, _, template, _ = recommend_branch(str(model_type))
-    if branch != "a" or not template or framework_unavailable(dest)[0]:
-        return None
-    return [str(dest), template, os.path.expanduser(str(python))]
-
-
-def _probe_extras(model_path: str, python: str, dst_path: str, smoke_follows: bool) -> tuple[str, ...]:
-    """What the probe starts besides itself for a copy into ``dst_path``; each checks for a checkout itself."""
+def _probe_extras(model_id: str, python: str, dst_path: str, smoke_follows: bool) -> tuple[str, ...]:
+    """What the probe starts besides itself for a copy into ``dst_path``; each checks for a checkout itself:
+    the data-parity evidence for the data-branch question, and the smoke's trainer ranks."""
     if not dst_path:
         return ()
-    early = early_parity_target(model_path, python, dst_path)
     dest = str(Path(os.path.expanduser(dst_path)).resolve())
-    return (*(("--early-parity", *early) if early else ()), *(("--prestart-trainer", dest) if smoke_follows else ()))
+    evidence = ("--data-evidence", dest, str(model_id), os.path.expanduser(str(python))) if model_id else ()
+    return (*evidence, *(("--prestart-trainer", dest) if smoke_follows else ()))
 
 
 def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
-                run_smoke: object = True, no_tasks: bool = False) -> str:
+                run_smoke: object = True, no_tasks: bool = False, model_id: str = "") -> str:
     """Run the probe once (cached); its failure becomes the validation message.
 
     ``run_smoke`` (as given with ``--data``: text, the question comes later) and ``no_tasks``
@@ -173,7 +152,7 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     if consent:  # a yes/no answer is never validated where it is given (copier 9.19): the copy stops here
         raise SystemExit(f"error: {consent}; nothing was written")
     smoke_follows = not no_tasks and str(run_smoke).strip().lower() not in ("false", "no", "n", "0", "off")
-    extras = _probe_extras(str(model_path), str(python), str(dst_path), smoke_follows)
+    extras = _probe_extras(str(model_id), str(python), str(dst_path), smoke_follows)
     code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), extras)
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"
@@ -227,6 +206,34 @@ def _interactive(context: Context) -> bool:
     return not bool(getattr(conf, "get", lambda _k: None)("defaults")) and sys.stdin.isatty()
 
 
+@pass_context
+def data_evidence(context: Context, model_path: str, python: str, trust_remote_code: bool, model_id: str,
+                  dst_path: str, model_facts: dict) -> str:
+    """The data-parity evidence the probe's fork gathered in a checkout (waited for), as JSON.
+
+    Without a checkout (or when the run gave up) the probe's own recommendation stands, and says it
+    was not checked. An interactive copy shows the verdicts above the data-branch question.
+    """
+    from hooks.data.parity import wait_for_evidence
+
+    dest = Path(os.path.expanduser(str(dst_path))).resolve()
+    evidence = None
+    if model_facts:
+        evidence = wait_for_evidence(dest, str(Path(os.path.expanduser(str(model_path))).resolve()), str(model_id),
+                                     os.path.expanduser(str(python)), bool(trust_remote_code))
+    if evidence is None:
+        evidence = {"candidates": [], "recommended": {
+            "branch": model_facts.get("recommended_branch", "a"), "template": model_facts.get("template", ""),
+            "collator_id": model_facts.get("collator_id") or "qwen3vl", "reason": model_facts.get("branch_reason", "")}}
+    elif ("evidence", str(model_id)) not in _SHOWN and _interactive(context):
+        _SHOWN.add(("evidence", str(model_id)))
+        lines = [f"  {c['label']}: {c['verdict'].upper()}" + ("" if c["verdict"] == "match" else f" ({c['evidence']})")
+                 for c in evidence["candidates"]]
+        print("Data parity over a whole batch, against the model's own template and processor:", *lines, "",
+              sep="\n", file=sys.stderr, flush=True)
+    return json.dumps(evidence, sort_keys=True)
+
+
 def path_error(field: str, value: str, *, kind: str = "file") -> str:
     if not value:
         return ""
@@ -273,8 +280,8 @@ class MigrateExtension(Extension):
             msmm_trust_error=_stop_on_error(trust_error, interactive=False),
             msmm_probe_error=_stop_on_error(probe_error),
             msmm_probe_json=probe_json,
+            msmm_data_evidence=data_evidence,
             msmm_has_auto_map=has_auto_map,
             msmm_path_error=_stop_on_error(path_error),
-            msmm_copies_remote_code=copies_remote_code,
-            shquote=lambda value: shlex.quote(str(value)),
+            **RENDER_FILTERS,
         )

@@ -23,22 +23,13 @@ from pathlib import Path
 from hooks import exit_now, load_answers
 from hooks.lifetime import follow_owner
 from hooks.model.probe import ModelFacts, render_table
+from hooks.render.files import copies_remote_code
 from hooks.smoke.run import print_verdict, smoke_and_report
 
 # Set by copier's extension once it has shown the probe's findings above the data-branch question.
 FINDINGS_SHOWN = "MSMM_FINDINGS_SHOWN"
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
-
-
-def copies_remote_code(facts: ModelFacts | dict) -> bool:
-    """The plugin subclasses a class from the model folder's own code (not a transformers class).
-
-    Also the ``msmm_copies_remote_code`` filter that partials/modeling.py.jinja branches on.
-    """
-    remote, module = (facts["remote_code"], facts["class_module"]) if isinstance(facts, dict) else (
-        facts.remote_code, facts.class_module)
-    return bool(remote) and not module.startswith("transformers.")
 
 
 def remote_code_files(model_dir: Path, class_module: str) -> list[Path]:
@@ -79,19 +70,30 @@ def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> li
     return copied
 
 
-def report_parity(dest: Path, answers: dict, checked: tuple) -> None:
-    """Print the parity verdict and write it into MIGRATION.md; warn on a mismatch, never fail the copy."""
+def check_data(dest: Path, answers: dict) -> bool:
+    """Data parity of the generated scaffold, printed and written into MIGRATION.md; False stops the copy.
+
+    A mismatch stops it before the smoke (a healthy loss on the wrong format is the worst outcome)
+    unless the ``parity_mismatch`` answer is ``warn``; a check that could not run only warns.
+    """
+    from hooks.data.parity import parity_for_answers
     from hooks.render.report import parity_section, write_section
 
-    result, why = checked
+    result, why = parity_for_answers(dest, answers)
     if result is None:
         print(f"data parity: not checked ({why})")
-        return
+        return True
     print(result.summary())
-    if not result.ok:
-        print("WARNING: the data path's template does not reproduce the model's own chat format; see the "
-              "Data parity section of MIGRATION.md before training", file=sys.stderr)
     write_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", "parity", parity_section(result))
+    if result.verdict == "mismatch" and answers.get("parity_mismatch", "stop") == "stop":
+        print(f"error: data parity: {result.first_difference()}; the data path would train on another format than "
+              "the model's own. Choose another data branch (see MIGRATION.md's candidates), or copy again with "
+              "-d parity_mismatch=warn to train anyway", file=sys.stderr)
+        return False
+    if not result.ok:
+        print("WARNING: the data path is not proven to reproduce the model's own format; see the Data parity "
+              "section of MIGRATION.md before training", file=sys.stderr)
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     answers = load_answers(args.answers)
     facts = ModelFacts(**answers["model_facts"])
     print(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
+    recommended = (answers.get("data_evidence") or {}).get("recommended") or {}
+    if recommended:
+        print(f"recommended data branch {recommended['branch']}: {recommended['reason']}")
     if os.environ.get(FINDINGS_SHOWN) != "1":  # an interactive copy showed them above the branch question
         print(render_table(facts))
     if copies_remote_code(facts):
@@ -120,18 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
-    # The parity check is a subprocess of its own: it runs while the smoke trains.
-    from concurrent.futures import ThreadPoolExecutor
+    if not check_data(dest, answers):
+        from hooks.smoke.prestart import release
 
-    from hooks.data.parity import parity_for_answers
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        parity = pool.submit(parity_for_answers, dest, answers)
-        if args.no_smoke:
-            report_parity(dest, answers, parity.result())
-            return _skipped(args.answers, answers)
-        result = smoke_and_report(dest, answers)
-        report_parity(dest, answers, parity.result())
+        release(dest)  # no smoke will adopt the prestarted ranks
+        print(_after_failure(args.answers, answers))
+        return 1
+    if args.no_smoke:
+        return _skipped(args.answers, answers)
+    result = smoke_and_report(dest, answers)
     print_verdict(result, _after_failure(args.answers, answers))  # last: nothing printed after it buries it
     return 0 if result.passed else 1
 

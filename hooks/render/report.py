@@ -50,8 +50,5 @@ def write_smoke_section(migration_md: Path, result: SmokeResult, inputs, note: s
 
 
 def parity_section(result) -> str:  # noqa: ANN001 - hooks.data.parity.ParityResult
-    """The parity verdict and its evidence as Markdown (diff lines in a code block)."""
-    lines = [f"- verdict: **{result.verdict}**"] + [f"- {d}" for d in result.details]
-    if result.diff_lines:
-        lines += ["", "```", *result.diff_lines, "```"]
-    return "\n".join(lines)
+    """The generated data path's parity verdict and what it rests on, as Markdown."""
+    return "\n".join([f"- {result.candidate}: **{result.verdict}**", *(f"- {d}" for d in result.details)])

@@ -1,0 +1,426 @@
+"""Whole-batch data parity, run inside the framework's environment (it imports ``mindspeed_mm``).
+
+For a few sample conversations (one image; two images of different sizes; system prompt and two
+turns; a text-only sample) it builds the batch MindSpeed-MM's trainer would build, with the real
+``huggingface`` dataset builder and the registered collator configured by a YAML ``data`` section
+and the YAML's plugins imported as the trainer imports them, and the batch the model's own chat
+template and processor build for the same conversations. Then it compares what reaches ``forward``:
+
+- ``input_ids`` and ``attention_mask``, token by token (the collator's padding aside);
+- the label mask: the answer and its end-of-turn token trained, nothing of the prompt, system,
+  media or role headers; whitespace after the end-of-turn token may be trained (MindSpeed-MM's
+  template keeps a turn's closing text in the assistant slot);
+- every processor output that ``forward`` takes (pixel values within tolerance, image sizes,
+  grids, masks, token types) present and equal, and no batch key that ``forward`` does not take;
+- a text-only sample still carries a stand-in image, fully masked, so that every rank runs the
+  vision tower.
+
+``python -m hooks.data.batch --config CONFIG.yaml --model-dir DIR --spec SPEC.json --out RESULT.json``
+(the caller provides ``hooks.smoke.framework.framework_env``, cwd = the MindSpeed-MM root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hooks.data import first_difference
+
+IGNORE = -100
+ATOL, RTOL = 1e-4, 1e-3
+
+# (name, system, turns); a turn's images are (width, height, rgb).
+SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]]]]]] = [
+    ("one image", "", [("user", "What color is this?", [(64, 64, (200, 30, 30))]),
+                       ("assistant", "The image is red.", [])]),
+    ("two images", "", [("user", "Compare the two pictures.", [(64, 64, (200, 30, 30)), (96, 48, (30, 160, 40))]),
+                        ("assistant", "The first is red, the second is green.", [])]),
+    ("system and two turns", "Answer briefly.", [("user", "What color is the square?", [(64, 64, (30, 30, 200))]),
+                                                 ("assistant", "Blue.", []),
+                                                 ("user", "And the background?", []),
+                                                 ("assistant", "Red.", [])]),
+]
+
+
+VIDEO = ("video", "", [("user", "Describe the clip.", []), ("assistant", "A red square fades.", [])])
+VIDEO_FRAMES, VIDEO_FPS = 8, 4
+
+
+def write_video(path: Path) -> Path:
+    """A two-second clip (8 frames of 64x64, fading from red) that MindSpeed-MM's data path reads with ``av``."""
+    import av
+    import numpy as np
+
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream("mpeg4", rate=VIDEO_FPS)
+        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
+        for i in range(VIDEO_FRAMES):
+            pixels = np.full((64, 64, 3), (220 - 20 * i, 30, 30), np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
+        container.mux(stream.encode())
+    return path
+
+
+def write_samples(dest: Path, video: bool = False) -> list[Path]:
+    """One JSON file per sample in MindSpeed-MM's huggingface format (``<image>`` first in a turn), images as PNG.
+
+    One file each, so that a sample the model's processor cannot take (two differently sized images
+    on Perception-LM) fails alone rather than the whole dataset build. With ``video``, a clip sample
+    comes before the text-only one (last).
+    """
+    from PIL import Image
+
+    records = []
+    for index, (name, system, turns) in enumerate(SAMPLES):
+        messages, images = ([{"role": "system", "content": system}] if system else []), []
+        for role, text, pictures in turns:
+            for width, height, rgb in pictures:
+                path = dest / f"s{index}_{len(images)}.png"
+                Image.new("RGB", (width, height), rgb).save(path)
+                images.append(path.name)
+            messages.append({"role": role, "content": "<image>" * len(pictures) + text})
+        records.append({"messages": messages, "images": images, "name": name})
+    if video:
+        write_video(dest / "clip.mp4")
+        records.append({"messages": [{"role": "user", "content": "<video>" + VIDEO[2][0][1]},
+                                     {"role": "assistant", "content": VIDEO[2][1][1]}],
+                        "images": [], "videos": ["clip.mp4"], "name": "video"})
+    records.append({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi."}],
+                    "images": [], "name": "text only"})
+    paths = []
+    for index, record in enumerate(records):
+        paths.append(dest / f"sample{index}.json")
+        paths[-1].write_text(json.dumps([record], indent=1), encoding="utf-8")
+    return paths
+
+
+def video_clip(config: dict[str, Any], clip: Path) -> Any:
+    """The clip as the data path's own mm_plugin decodes and samples it (fps, length, size), with the
+    rate of the sampled frames over the clip's two seconds.
+
+    Frame sampling is the YAML's data-loading policy, not the model's format: both sides get these
+    frames, and the comparison is about what the processor and template make of them (timestamps
+    included: Qwen3-VL writes each frame's time).
+    """
+    from hooks.data.media import runtime
+    from mindspeed_mm.fsdp.data.data_utils.func_utils.template import TEMPLATES
+
+    pre = config["data"]["dataset_param"].get("preprocess_parameters") or {}
+    plugin = TEMPLATES[config["data"]["dataset_param"]["basic_parameters"]["template"]].mm_plugin
+    frames = plugin._regularize_videos([str(clip)], image_max_pixels=pre.get("video_max_pixels", 256 * 256),
+                                       image_min_pixels=pre.get("video_min_pixels", 16 * 16),
+                                       video_fps=pre.get("video_fps", 2.0), video_maxlen=pre.get("video_maxlen", 128),
+                                       )["videos"][0]
+    return runtime().Clip(frames, len(frames) / (VIDEO_FRAMES / VIDEO_FPS))
+
+
+def own_conversation(index: int, media_root: Path) -> list[dict[str, Any]]:
+    """Sample ``index`` as the model's own chat template takes it: media items inline, then the text."""
+    from PIL import Image
+
+    name, system, turns = SAMPLES[index]
+    conversation = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
+    count = 0
+    for role, text, pictures in turns:
+        items = []
+        for _ in pictures:
+            items.append({"type": "image", "image": Image.open(media_root / f"s{index}_{count}.png").convert("RGB")})
+            count += 1
+        conversation.append({"role": role, "content": [*items, {"type": "text", "text": text}]})
+    return conversation
+
+
+# --- MindSpeed-MM's side ------------------------------------------------------------------------
+
+
+def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Path,
+                      model: Any) -> list[tuple[int, Any]]:
+    """(the sample's own length, its collated batch or the error it met) per sample, built as the trainer
+    builds them from ``config``."""
+    from mindspeed_mm.fsdp.data import build_mm_dataset
+    from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
+    from mindspeed_mm.fsdp.params.data_args import DataSetArguments
+    from mindspeed_mm.fsdp.utils.register import import_plugin
+
+    import_plugin(config.get("training", {}).get("plugin", []))
+    data = config["data"]
+    dataset_param = json.loads(json.dumps(data["dataset_param"]))
+    basic = dataset_param.setdefault("basic_parameters", {})
+    basic.update(dataset_dir=str(work), cache_dir=str(work / "cache"), preprocessing_num_workers=None,
+                 max_samples=None, streaming=False, overwrite_cache=True)
+    for key in ("val_dataset", "val_max_samples", "val_rate"):
+        basic.pop(key, None)
+    rows: list[Any] = []
+    for path in sample_files:
+        try:
+            one = {**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}}
+            if "videos" in json.loads(path.read_text())[0]:  # the YAML maps a videos column only for video data
+                one["attr"] = {**one.get("attr", {}), "videos": "videos"}
+            rows.append(dict(build_mm_dataset(one)[0]))
+        except Exception as err:  # noqa: BLE001 - judged per sample, beside what the model's processor makes of it
+            rows.append(err)
+    _single_process_group(work)  # the collator reads the parallel state, which needs a process group
+    collate_param = dict(data["dataloader_param"].get("collate_param") or {})
+    try:
+        collator_cls, kwargs = resolve_data_collator(collate_param, DataSetArguments(**dataset_param))
+        collator = collator_cls(**kwargs, dataset_param=DataSetArguments(**dataset_param), model=model)
+    except Exception as err:  # noqa: BLE001 - the data path cannot collate for this model at all
+        return [(0, row if isinstance(row, Exception) else err) for row in rows]
+    batches: list[tuple[int, Any]] = []
+    for row in rows:
+        if isinstance(row, Exception):
+            batches.append((0, row))
+            continue
+        try:
+            batches.append((len(row["input_ids"]), collator([row])))
+        except Exception as err:  # noqa: BLE001 - as above
+            batches.append((len(row["input_ids"]), err))
+    return batches
+
+
+def _single_process_group(work: Path) -> None:
+    """A world of one (gloo), as a one-device trainer has; after the dataset, whose builder would join it."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", init_method=f"file://{work / 'store'}", rank=0, world_size=1)
+
+
+def meta_model(model_dir: Path, trust_remote_code: bool) -> Any:
+    """The model on the meta device when its collator-side hook (``get_rope_index``) needs it, else None."""
+    import transformers
+
+    from hooks.model.build import build_meta_model, resolve_model_class
+
+    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    cls = resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code)
+    model = build_meta_model(cls, config)
+    has_rope = hasattr(model, "get_rope_index") or hasattr(getattr(model, "model", None), "get_rope_index")
+    return model if has_rope else None
+
+
+# --- comparison ---------------------------------------------------------------------------------
+
+
+def _char_starts(tokenizer: Any, ids: list[int]) -> list[int]:
+    """Where each token's text starts in ``decode(ids)`` (cumulative decoding keeps every piece's context)."""
+    starts, text = [], ""
+    for end in range(len(ids)):
+        starts.append(len(text))
+        text = tokenizer.decode(ids[:end + 1], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return [*starts, len(text)]
+
+
+def own_trained(tokenizer: Any, ids: list[int], answers: list[str], end_of_turn: str) -> list[bool]:
+    """Tokens the model's own format trains: each answer's text and the end-of-turn token right after it."""
+    text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    starts, spans, cursor = _char_starts(tokenizer, ids), [], 0
+    for answer in answers:
+        begin = text.find(answer, cursor)
+        if begin < 0:
+            raise ValueError(f"answer {answer!r} not found in the model's own text")
+        end = begin + len(answer)
+        if end_of_turn and text.startswith(end_of_turn, end):
+            end += len(end_of_turn)
+        spans.append((begin, end))
+        cursor = end
+    return [any(starts[i] < e and starts[i + 1] > b for b, e in spans) or (starts[i] == starts[i + 1] and any(
+        b <= starts[i] < e for b, e in spans)) for i in range(len(ids))]
+
+
+def _rows(batch: Any, key: str) -> list[list[Any]]:
+    value = batch[key]
+    return value.tolist() if hasattr(value, "tolist") else [list(v) for v in value]
+
+
+def _difference(a: Any, b: Any) -> str:
+    """How two batch values differ, in words ("" when equal; floats within tolerance)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        a, b = torch.as_tensor(a), torch.as_tensor(b)
+        if a.shape != b.shape:
+            return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
+        if a.is_floating_point() or b.is_floating_point():
+            if torch.allclose(a.double(), b.double(), atol=ATOL, rtol=RTOL):
+                return ""
+            return f"values differ by up to {float((a.double() - b.double()).abs().max()):.3g}"
+        return "" if torch.equal(a, b) else "values differ"
+    return "" if a == b else f"{a!r} vs {b!r}"
+
+
+def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, answers: list[str],
+                   end_of_turn: str, forward_keys: set[str], forward_kwargs: bool) -> tuple[str, list[str]]:
+    """(verdict, findings) for one sample: "match" or "mismatch" with the first difference in words."""
+    mask = _rows(ours, "attention_mask")[0]
+    length = sum(1 for m in mask if m)
+    ids, labels = _rows(ours, "input_ids")[0][:length], _rows(ours, "labels")[0][:length]
+    own_mask = _rows(own, "attention_mask")[0]
+    own_ids = [t for t, m in zip(_rows(own, "input_ids")[0], own_mask, strict=True) if m]
+    show = lambda seq, at: tokenizer.decode(seq[max(at - 3, 0):at + 4], skip_special_tokens=False)  # noqa: E731
+    if ids != own_ids:
+        at = first_difference(ids, own_ids)
+        return "mismatch", [f"{name}: input_ids differ at token {at} of {len(own_ids)}: MindSpeed-MM writes "
+                            f"{show(ids, at)!r} where the model's own template and processor write "
+                            f"{show(own_ids, at)!r}"]
+    if any(m != 1 for m in mask[:length]) or any(mask[length:]):
+        return "mismatch", [f"{name}: attention_mask is not 1 over the sample and 0 over the padding"]
+    findings = []
+    trained = own_trained(tokenizer, own_ids, answers, end_of_turn)
+    for i, (token, label, want) in enumerate(zip(ids, labels, trained, strict=True)):
+        if want and label != token:
+            return "mismatch", [f"{name}: token {i} ({show(ids, i)!r}) is part of an answer or its end-of-turn "
+                                "token but is not trained"]
+        if label != IGNORE and not want:
+            piece = tokenizer.decode([token], skip_special_tokens=False)
+            if piece.strip():
+                return "mismatch", [f"{name}: token {i} ({piece!r}) is trained but is prompt, system, media or "
+                                    "template text in the model's format"]
+            findings.append(f"{name}: also trains the whitespace {piece!r} between turns (MindSpeed-MM keeps it in "
+                            "the answer's slot)")
+    for key in own.keys():
+        if key in ("input_ids", "attention_mask") or key not in forward_keys:
+            continue
+        if key not in ours:
+            return "mismatch", [f"{name}: the batch lacks {key!r}, which the model's processor gives and forward takes"]
+        if key in ("token_type_ids", "cross_attention_mask"):
+            own_rows = [v for v, m in zip(_rows(own, key)[0], own_mask, strict=True) if m]
+            difference = _difference(_rows(ours, key)[0][:length], own_rows)
+        else:
+            difference = _difference(ours[key], own[key])
+        if difference:
+            return "mismatch", [f"{name}: {key!r} differs from the model's processor's ({difference})"]
+    extra = [k for k in ours if k not in ("input_ids", "attention_mask", "labels") and k not in own.keys()]
+    stray = [k for k in extra if k not in forward_keys]
+    if stray and not forward_kwargs:
+        return "mismatch", [f"{name}: the batch carries {stray}, which forward does not take"]
+    if extra:
+        findings.append(f"{name}: also passes {sorted(extra)} (forward takes them"
+                        + (f"; {sorted(stray)} through **kwargs)" if stray else ")"))
+    return "match", findings
+
+
+def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: bool) -> tuple[str, list[str]]:
+    """A text-only sample must still run the vision tower (a stand-in image), with the stand-in masked."""
+    if not takes_images:
+        return "match", []
+    if "pixel_values" not in batch:
+        return "mismatch", ["text only: the batch has no stand-in image: on FSDP a rank without images would skip "
+                            "the vision tower and hang the others"]
+    mask, labels = _rows(batch, "attention_mask")[0], _rows(batch, "labels")[0]
+    if sum(1 for m in mask if m) != sample_length or any(lab != IGNORE for lab in labels[sample_length:]):
+        return "mismatch", ["text only: the stand-in image's tokens are attended to or trained"]
+    return "match", ["text only: a stand-in image is added, not attended to and not trained"]
+
+
+def _fails(name: str, err: Exception) -> str:
+    """A data path that raises on a sample the model's own processor takes: the first difference, in words."""
+    return f"{name}: MindSpeed-MM's data path fails on it ({type(err).__name__}: {err})"
+
+
+def _processor_choice(model_dir: Path, trust: bool, processor: Any, use_fast: bool) -> str:
+    """Which image processor both sides use, and whether the model's default differs (pixels then may too)."""
+    from transformers import AutoProcessor
+
+    chosen = type(getattr(processor, "image_processor", processor)).__name__
+    default = type(getattr(AutoProcessor.from_pretrained(str(model_dir), local_files_only=True,
+                                                         trust_remote_code=trust), "image_processor", None)).__name__
+    if default == chosen:
+        return f"image processor {chosen} on both sides"
+    return (f"image processor {chosen} on both sides (use_fast_tokenizer: {str(use_fast).lower()}, as the YAML's "
+            f"preprocess_parameters say); the model's default is {default}: pixel values may differ slightly from it")
+
+
+def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run both sides on the samples and judge; the payload the caller turns into a ParityResult.
+
+    ``spec``: ``forward_keys`` (what forward names), ``forward_kwargs`` (it also takes **kwargs),
+    ``end_of_turn`` and ``string_roles`` (from the chat format), ``trust_remote_code``.
+    """
+    from transformers import AutoProcessor
+
+    from hooks.data.media import own_inputs
+
+    trust = bool(spec.get("trust_remote_code"))
+    forward_keys = set(spec.get("forward_keys", []))
+    with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
+        work = Path(tmp)
+        video = bool(spec.get("video"))
+        batches = mindspeed_batches(config, write_samples(work, video), work, meta_model(model_dir, trust))
+        use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
+                                                                                                 True))
+        processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
+                                                  use_fast=use_fast)  # as MindSpeed-MM's load_tokenizer does
+        verdict, findings, names = "match", [_processor_choice(model_dir, trust, processor, use_fast)], []
+        for index, (name, _, turns) in enumerate(SAMPLES):
+            names.append(name)
+            ours = batches[index][1]
+            try:
+                own = own_inputs(processor, [own_conversation(index, work)], spec.get("string_roles", []))
+            except Exception as err:  # noqa: BLE001 - the model's own processor cannot take this sample either
+                if isinstance(ours, Exception):
+                    findings.append(f"{name}: not compared: the model's own processor fails on it too "
+                                    f"({type(err).__name__}: {err})")
+                    continue
+                raise
+            if isinstance(ours, Exception):
+                verdict = "mismatch"
+                findings.append(_fails(name, ours))
+                break
+            answers = [text for role, text, _ in turns if role == "assistant"]
+            verdict, notes = compare_sample(name, ours, own, processor.tokenizer, answers, spec.get("end_of_turn", ""),
+                                            forward_keys, bool(spec.get("forward_kwargs")))
+            findings += notes
+            if verdict != "match":
+                break
+        if verdict == "match" and video:
+            names.append("video")
+            own = own_inputs(processor, [[{"role": "user", "content": [
+                {"type": "video", "video": video_clip(config, work / "clip.mp4")},
+                {"type": "text", "text": VIDEO[2][0][1]}]}, {"role": "assistant", "content": [
+                    {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.get("string_roles", []))
+            ours = batches[-2][1]
+            if isinstance(ours, Exception):
+                return {"verdict": "mismatch", "details": [*findings, _fails("video", ours)], "samples": names}
+            verdict, notes = compare_sample("video", ours, own, processor.tokenizer, [VIDEO[2][1][1]],
+                                            spec.get("end_of_turn", ""), forward_keys, bool(spec.get("forward_kwargs")))
+            findings += notes
+        if verdict == "match":
+            length, batch = batches[-1]
+            if isinstance(batch, Exception):
+                return {"verdict": "mismatch", "details": [*findings, _fails("text only", batch)], "samples": names}
+            verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys)
+            findings += notes
+    return {"verdict": verdict, "details": list(dict.fromkeys(findings)), "samples": names}
+
+
+def main(argv: list[str] | None = None) -> int:
+    gc.disable()  # short-lived: collecting during the torch/transformers imports frees nothing useful
+    parser = argparse.ArgumentParser(prog="python -m hooks.data.batch", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, required=True, help="a YAML with the data section and plugins")
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--spec", type=Path, required=True, help="JSON: what check() needs to know of the model")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    import yaml
+
+    try:
+        payload = check(yaml.safe_load(args.config.read_text()), args.model_dir, json.loads(args.spec.read_text()))
+    except Exception as err:  # noqa: BLE001 - the check could not run: an error verdict with its cause
+        payload = {"verdict": "error", "details": [f"{type(err).__name__}: {err}"],
+                   "traceback": traceback.format_exc()[-4000:]}
+    args.out.write_text(json.dumps(payload), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    from hooks import exit_now
+
+    sys.stdout.flush()
+    exit_now(main())

@@ -1,0 +1,90 @@
+"""Which data paths to try for a model, and which to recommend once they were tried.
+
+Candidates come in a fixed order: the templates MindSpeed-MM already has for the model's family
+(branch a: a reviewer prefers the framework's own code), then the template derived from the
+model's own chat template (branch b). ``recommend`` picks the first one that data parity found to
+match (``hooks.data.parity``); with none matching, branch c (a dataset plugin) with each one's
+first difference. Without a checkout nothing can be run: the family table decides, then a
+derivable chat format, then branch c, and the reason says it was not checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# In-repo templates per model_type (MindSpeed-MM's template.py): the branch-a candidates, tried first.
+FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
+    "qwen2_vl": [("qwen2vl", "qwen3vl")],
+    "qwen2_5_vl": [("qwen2vl", "qwen3vl")],
+    "qwen3_vl": [("qwen3_vl_nothink", "qwen3vl")],
+    "qwen3_vl_moe": [("qwen3_vl_nothink", "qwen3vl")],
+    "glm4v": [("glm4.1v", "qwen3vl")],
+    "glm4v_moe": [("glm4v_moe", "qwen3vl")],
+}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One data path to try: a registered template (branch a) or the derived one (branch b)."""
+
+    branch: str
+    template: str
+    collator_id: str
+
+    def label(self) -> str:
+        return (f"in-repo template {self.template!r}" if self.branch == "a"
+                else "the template derived from the model's own chat template")
+
+
+def candidates(facts: dict[str, Any], model_id: str) -> list[Candidate]:
+    """In-repo templates for the family first, then the derived one (when the chat format is slots)."""
+    found = [Candidate("a", template, collator) for template, collator in FAMILY_TEMPLATES.get(facts["model_type"], [])]
+    chat = (facts.get("processor", {}).get("data_format") or {}).get("chat") or {}
+    if chat and not chat.get("problems") and (facts["processor"]["data_format"].get("media") or not chat.get(
+            "image_item")):
+        found.append(Candidate("b", model_id, "qwen3vl"))
+    return found
+
+
+class Verdict(Protocol):
+    ok: bool
+
+    def first_difference(self) -> str: ...
+
+
+def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | None) -> dict[str, Any]:
+    """The data branch to default to and why: the first candidate that matched, else branch c.
+
+    Without a checkout (``tried`` None) nothing could be run: the family table decides (a), else
+    a derivable chat format (b), else c, and the reason says so.
+    """
+    model_type = facts["model_type"]
+    if tried is None:
+        options = candidates(facts, "")
+        if not options:
+            return {"branch": "c", "template": "", "collator_id": "qwen3vl",
+                    "reason": _why_not_slots(facts) + "; a dataset plugin builds the model's inputs"}
+        best = options[0]
+        return {"branch": best.branch, "template": best.template, "collator_id": best.collator_id,
+                "reason": f"{best.label()} fits model_type {model_type} (not checked: no MindSpeed-MM checkout to "
+                          "run data parity in)"}
+    for candidate, result in tried:
+        if result.ok:
+            before = "; ".join(f"{c.label()} does not ({r.first_difference()})" for c, r in tried if c != candidate)
+            return {"branch": candidate.branch, "template": candidate.template, "collator_id": candidate.collator_id,
+                    "reason": f"{candidate.label()} reproduces the model's own data over a whole batch (data parity "
+                              f"MATCH)" + (f"; {before}" if before else "")}
+    differences = "; ".join(f"{c.label()}: {r.first_difference()}" for c, r in tried) or _why_not_slots(facts)
+    return {"branch": "c", "template": "", "collator_id": "qwen3vl",
+            "reason": f"no template reproduces the model's own data ({differences}): a dataset plugin builds the "
+                      "model's inputs"}
+
+
+def _why_not_slots(facts: dict[str, Any]) -> str:
+    data_format = facts.get("processor", {}).get("data_format")
+    if data_format is None:
+        return facts.get("processor", {}).get("error") or "the model has no chat template"
+    return "; ".join(data_format["chat"].get("problems") or []) or "its chat format is not slots"
+
+
