@@ -22,12 +22,21 @@ from tests.copier_run import copy, mm_checkout
 
 pytestmark = pytest.mark.tier2
 
-# Every family whose chat format an in-repo template speaks today (data branch a). CI runs a
-# representative subset (dense Qwen, MoE with an EP plan, GLM's template); --full-matrix runs all.
+# Every transformers-native family with a chat template, copied with the defaults: the data branch
+# is the evidence's (data parity over a whole batch at copy time), a (in-repo template) or b (the
+# template derived from the model's own). CI runs a representative subset (dense Qwen and MoE with
+# their in-repo templates; GLM-4.1V, whose in-repo template is not its format; Gemma 3's system turn
+# and token types; LLaVA's whole-text tokenization; Idefics3's tiles and text lead); --full-matrix
+# runs all. Emu3 (its processor puts a BOS per image at the sample's start) and the families
+# without a chat template (PaliGemma, GOT-OCR2, Chameleon) get branch c.
 FULL = pytest.mark.full_matrix
-CASES = [("qwen2_5_vl", "qwen2_5_vl"), pytest.param("qwen3_vl", "qwen3_vl", marks=FULL),
-         ("qwen3_vl_moe", "qwen3_vl_moe_hf"), pytest.param("qwen2_vl", "qwen2_vl_hf", marks=FULL),
-         ("glm4v", "glm4v_hf"), pytest.param("glm4v_moe", "glm4v_moe_hf", marks=FULL)]
+BRANCH_A = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"}
+CI_SUBSET = {"qwen2_5_vl", "qwen3_vl_moe", "glm4v", "gemma3", "llava", "idefics3"}
+FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
+            "llava_next_video", "pixtral", "mistral3", "llava_onevision", "aya_vision", "cohere2_vision", "aria",
+            "lfm2_vl", "perception_lm", "internvl", "gemma3", "gemma3n", "idefics2", "idefics3", "smolvlm", "mllama",
+            "janus", "deepseek_vl", "deepseek_vl_hybrid", "ovis2", "llama4"]
+CASES = [arch if arch in CI_SUBSET else pytest.param(arch, marks=FULL) for arch in FAMILIES]
 
 
 @pytest.fixture(scope="module")
@@ -35,20 +44,25 @@ def checkout(mm_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return mm_checkout(mm_home, tmp_path_factory.mktemp("mm"))
 
 
-@pytest.mark.parametrize(("arch", "model_id"), CASES)
-def test_copy_and_real_trainer_smoke(arch: str, model_id: str, checkout: Path, tiny_models, template_src: Path) -> None:
+@pytest.mark.parametrize("arch", CASES)
+def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_models, template_src: Path) -> None:
+    model_id = f"{arch}_hf"
     before = _changed(checkout)
-    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
-                data_branch="a")
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch))
     print(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    branch = "a" if arch in BRANCH_A else "b"
+    assert f"data branch {branch}" in done.stdout.splitlines()[0] or f", data branch {branch}" in done.stdout
+    assert "data parity: MATCH" in done.stdout, done.stdout[-3000:]
     summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
     assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
     new = _changed(checkout) - before
     allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml")
     assert new and all(path.startswith(allowed) for path in new), new
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
-    assert "**PASS**" in report and "framework smoke" in report
+    assert "**PASS**" in report and "framework smoke" in report and "**match**" in report
+    answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())
+    assert answers["data_evidence"]["candidates"], "the copy-time evidence ran"
     # The smoke trained in the ranks the probe prestarted (hooks.smoke.prestart), not in a cold launch.
     log = Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_trainer.log"
     assert "prestarted" in log.read_text().splitlines()[0]

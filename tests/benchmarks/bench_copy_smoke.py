@@ -4,7 +4,8 @@ Prints figures; asserts nothing. Target (issue 2): the whole ``copier copy`` inc
 within 1.5x of a bare run of the real trainer on the same tiny model and data (a hand-made
 branch-A scaffold took 18 s wall on a 2-core machine).
 
-    python tests/benchmarks/bench_copy_smoke.py [--arch qwen2_5_vl]
+    python tests/benchmarks/bench_copy_smoke.py [--arch qwen2_5_vl]   # branch a
+    python tests/benchmarks/bench_copy_smoke.py --arch gemma3         # branch b (derived template)
 
 With ``MINDSPEED_MM_HOME`` (and ``MINDSPEED_HOME``) set, the copy goes into a fresh copy of that
 checkout, and the bare run into another fresh copy holding the generated plugin and example (a
@@ -83,6 +84,24 @@ def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
     return wall, json.loads(record.read_text())
 
 
+def parity_check(checkout: Path, model_dir: Path) -> dict[str, object]:
+    """The data-parity check of the copied scaffold, run again uncached: what it costs on its own."""
+    import yaml
+
+    from hooks.data import parity
+    from hooks.smoke.framework import find_mindspeed
+
+    answers = yaml.safe_load((checkout / ".copier-answers" / "bench.yml").read_text())
+    config = yaml.safe_load((checkout / "examples" / "bench" / "bench_config.yaml").read_text())
+    spec = parity.spec_for(answers["model_facts"], False)
+    start = time.monotonic()
+    result = parity.run_check(checkout, model_dir, config, spec, python=sys.executable,
+                              mindspeed_home=find_mindspeed(checkout)[1])
+    return {"data_branch": answers["data_branch"], "parity": result.verdict,
+            "parity_check_s (uncached, own interpreter)": round(time.monotonic() - start, 2),
+            "copy_time_evidence": [(c["label"], c["verdict"]) for c in answers["data_evidence"]["candidates"]]}
+
+
 def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool) -> dict[str, object]:
     """Probe, render, copy+smoke and (with a checkout) the bare run, each from cold caches.
 
@@ -114,6 +133,8 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
     figures["smoke"] = smoke
     if bare and not bare_first:
         figures["bare_trainer"] = bare_trainer_run(bare, model_dir, "bench", tmp / "bare_work")
+    if mm_home and (checkout / ".copier-answers" / "bench.yml").is_file():
+        figures.update(parity_check(checkout, model_dir))
     if mm_home and "wall_s" in smoke:
         # Whether the copy's smoke adopted the ranks its probe prestarted (its wall_s then counts from the go).
         log = tmp / "cache" / "smoke" / "bench" / "smoke_trainer.log"
