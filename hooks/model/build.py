@@ -81,3 +81,41 @@ def build_meta_model(cls: type, config: Any, *, fast: bool = True) -> Any:
     return model
 
 
+
+
+# How the probe built the model, in the order tried (``build_structure``).
+META, EMPTY_WEIGHTS, SHRUNK_CPU = "meta device", "accelerate.init_empty_weights()", "CPU, shrunk config"
+
+
+def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, list[str]]:
+    """The model's structure, however its code lets it be built: the build, how, and what failed first.
+
+    Published code does things the meta device refuses (``.item()`` on a freshly built tensor, for
+    stochastic-depth rates). MindSpeed-MM itself builds under ``accelerate.init_empty_weights()``
+    (parameters on meta, buffers and plain tensors real), so that comes next; last, a real CPU build
+    of the config shrunk by ``hooks.model.shrink`` (same module names and classes, fewer layers and
+    smaller widths: parameter counts then describe the shrunk build, and the facts say so).
+    """
+    failures = []
+    try:
+        return build_meta_model(cls, config), META, failures
+    except Exception as err:  # noqa: BLE001 - the model's own code: try the next way to build it
+        failures.append(f"{META}: {type(err).__name__}: {err}")
+    try:
+        from accelerate import init_empty_weights
+        from transformers.modeling_utils import no_init_weights
+
+        with _gc_paused(), init_empty_weights(), no_init_weights():
+            model = cls._from_config(config)
+        return model, EMPTY_WEIGHTS, failures
+    except Exception as err:  # noqa: BLE001
+        failures.append(f"{EMPTY_WEIGHTS}: {type(err).__name__}: {err}")
+    from hooks.model.shrink import Dims, shrink_config_dict
+
+    small = type(config).from_dict(shrink_config_dict(config.to_dict(), Dims()))
+    try:
+        return cls._from_config(small), SHRUNK_CPU, failures
+    except Exception as err:
+        raise ProbeError(f"model_path: {model_dir}: the model's code cannot be built ({'; '.join(failures)}; "
+                         f"{SHRUNK_CPU}: {type(err).__name__}: {err}); fix the class's __init__ or give a "
+                         "folder whose code builds") from err

@@ -12,17 +12,26 @@ later ``copier update`` does not need the model directory.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import inspect
 import json
 import re
 import sys
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hooks import run_one_shot
-from hooks.model.build import ProbeError, _gc_paused, build_meta_model, resolve_model_class
+from hooks.model.build import (
+    META,
+    ProbeError,
+    _gc_paused,
+    build_meta_model,  # noqa: F401 - re-exported: tests and benchmarks build through it
+    build_structure,
+    resolve_model_class,
+)
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
 
@@ -49,6 +58,7 @@ class ModelFacts:
     plan: dict[str, Any]
     processor: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
+    build: dict[str, Any] = field(default_factory=dict)  # how the structure was built, what failed, attention set
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self, *, with_timings: bool = True) -> str:
@@ -191,6 +201,22 @@ def attention_support(model: Any) -> dict[str, bool]:
                                      for m in parts)}
 
 
+def attention_set_by_model(model: Any) -> dict[str, str]:
+    """Sub-configs whose attention implementation the model's own code set, unlike the one it was built with.
+
+    Remote code often picks attention itself (``llm_config._attn_implementation = "flash_attention_2"
+    if has_flash_attn else "eager"``): the YAML's ``attn_implementation`` then does not reach that
+    part. transformers' own classes pass the built implementation down (checked only for remote code).
+    """
+    built = getattr(model.config, "_attn_implementation", None)
+    out = {}
+    for name in getattr(model.config, "sub_configs", {}) or {}:
+        value = getattr(getattr(model.config, name, None), "_attn_implementation", None)
+        if value and built and value != built:
+            out[name] = value
+    return out
+
+
 def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
     """Forward parameters, whether it takes ``**kwargs``, and whether it can return ``.loss``."""
     sig = inspect.signature(cls.forward)
@@ -245,6 +271,11 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool,
         proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
+        if not hasattr(proc, "tokenizer"):  # AutoProcessor fell back to the tokenizer alone
+            facts["missing"] = True
+            facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
+                              "image preprocessing and the chat format live in the model's own code")
+            return facts
         image = Image.new("RGB", (64, 64), "red")
         out = proc(text=[_one_image_prompt(proc)], images=[image], return_tensors="pt")
         facts["output_keys"] = sorted(out.keys())
@@ -271,11 +302,13 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     cls = resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code)
     t2, cpu2 = time.perf_counter(), time.process_time()
     with _gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
-        model = build_meta_model(cls, config)
+        model, how, failures = build_structure(cls, config, model_dir)
         t3 = time.perf_counter()
         table = module_table(model)
         plan: Plan = derive_plan(table)
         attention = attention_support(model)
+        build = {"how": how, "failures": failures,
+                 "attention_set_by_model": attention_set_by_model(model) if getattr(config, "auto_map", None) else {}}
         del model
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
@@ -301,6 +334,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         collator_id="",
         plan=plan.to_dict(),
         attention=attention,
+        build=build if how != META or build["attention_set_by_model"] else {},
     )
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params)
@@ -371,17 +405,40 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
         ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "
                       f"{', '.join(plan['ep_modules']) or 'none (dense)'}"),
     ]
+    build = facts.build or {}
+    if build.get("how"):
+        rows.append(("built on", f"{build['how']} ({'; '.join(build['failures'])})" if build["failures"]
+                     else build["how"]))
+    rows += [("attention", f"the model's code sets {name} to {value!r} itself: the YAML's attn_implementation "
+                           "does not reach it") for name, value in (build.get("attention_set_by_model") or {}).items()]
     rows += [("PROBLEM", problem) for problem in plan["problems"]]
-    lines = ["Probe findings (meta device, no weights read):"]
+    lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:
         lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15)
     return "\n".join(lines)
 
 
+EXIT_OK, EXIT_PLAN_PROBLEMS, EXIT_BAD_INPUT, EXIT_MODEL_CODE = 0, 1, 2, 3
+
+
+def _model_code_error(model_dir: Path, err: BaseException) -> str:
+    """One line for a crash in the model's own code (or ours on it): the folder, the cause, the fix."""
+    cause = (str(err).strip().splitlines() or [""])[-1]
+    return (f"model_path: {model_dir}: the model's code failed during the probe ({type(err).__name__}: {cause}); "
+            "make the folder's code run with this interpreter's transformers 4.57.x and torch (the traceback: "
+            f"python -m hooks.model.probe {model_dir} --trust-remote-code)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit 0 facts written, 1 facts written with plan problems, 2 bad input, 3 the model's code failed.
+
+    With ``--out``, the facts go to that file: published model code prints on import and would
+    corrupt JSON on stdout. Whatever the model prints goes to stderr either way.
+    """
     parser = argparse.ArgumentParser(prog="python -m hooks.model.probe", description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")
+    parser.add_argument("--out", type=Path, help="write ModelFacts as JSON to this file (nothing on stdout)")
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
@@ -398,16 +455,27 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             pass  # best effort: the smoke then launches its trainer itself
     try:
-        facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
-                      with_processor=not args.no_processor)
+        with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
+            facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
+                          with_processor=not args.no_processor)
     except BaseException as err:
         if args.prestart_trainer:
             prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
-        if not isinstance(err, ProbeError):
+        if isinstance(err, ProbeError):
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if not isinstance(err, Exception):
             raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(facts.to_json(with_timings=not args.no_timings) if args.json else render_table(facts))
+        traceback.print_exc()
+        print(f"error: {_model_code_error(args.model_dir.resolve(), err)}", file=sys.stderr)
+        return EXIT_MODEL_CODE
+    text = facts.to_json(with_timings=not args.no_timings) if args.json or args.out else render_table(facts)
+    if args.out:
+        tmp = args.out.with_name(args.out.name + ".part")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(args.out)
+    else:
+        print(text)
     if args.data_evidence:
         from hooks.data.parity import fork_evidence
 
@@ -419,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             fork_evidence(Path(checkout), answers)
         except OSError:
             pass  # best effort: copier then recommends without evidence and postgen checks the scaffold
-    return 1 if facts.plan["problems"] else 0
+    return EXIT_PLAN_PROBLEMS if facts.plan["problems"] else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -576,7 +576,7 @@ FAMILY_FIXES: dict[str, Callable[[dict[str, Any], Dims], None]] = {
 
 def shrink_config_dict(data: dict[str, Any], dims: Dims) -> dict[str, Any]:
     """Return a shrunk copy of a config dict (as produced by ``PretrainedConfig.to_dict``)."""
-    data = json.loads(json.dumps(data))
+    data = json.loads(json.dumps(data, default=_json_value))
     for key in DROP_KEYS:
         data.pop(key, None)
     levels = list(iter_levels(data))
@@ -597,6 +597,16 @@ def shrink_config_dict(data: dict[str, Any], dims: Dims) -> dict[str, Any]:
     if fix is not None:
         fix(data, dims)
     return data
+
+
+def _json_value(value: Any) -> Any:
+    """What config.json holds for a value ``to_dict()`` leaves as an object: remote code keeps
+    ``torch.dtype`` objects in its configs (transformers converts only ``dtype``/``torch_dtype``)."""
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    raise TypeError(f"config value {value!r} ({type(value).__name__}) has no config.json form")
 
 
 def _target_dtype(config: Any) -> Any:

@@ -21,6 +21,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -106,26 +107,36 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
 
 
 _PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
+PROBE_TIMEOUT_S = float(os.environ.get("MSMM_PROBE_TIMEOUT_S", "600"))  # model code that hangs on import/build
 
 
 def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
-    """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent).
+    """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent): exit code,
+    the facts' JSON (from a file: the model's own code may print on stdout), stderr.
 
     ``extra``: the hidden ``--prestart-trainer``/``--data-evidence`` options, with which the probe
     also gets the smoke's trainer ranks going and hands its warm process to the data-parity evidence.
+    A probe past ``MSMM_PROBE_TIMEOUT_S`` is killed (what it started follows copier's process).
     """
     key = (model_path, python, trust)
     if key not in _PROBE_RUNS:
-        cmd = [python, "-m", "hooks.model.probe", str(Path(os.path.expanduser(model_path)).resolve()),
-               "--json", "--no-timings", *extra]
-        if trust:
-            cmd.append("--trust-remote-code")
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
-                                  preexec_fn=die_with_parent)
-            _PROBE_RUNS[key] = done.returncode, done.stdout, done.stderr
-        except OSError as err:
-            return 127, "", str(err)
+        folder = Path(os.path.expanduser(model_path)).resolve()
+        with tempfile.TemporaryDirectory(prefix="msmm-probe-") as tmp:
+            out = Path(tmp) / "facts.json"
+            cmd = [python, "-m", "hooks.model.probe", str(folder), "--out", str(out), "--no-timings", *extra]
+            if trust:
+                cmd.append("--trust-remote-code")
+            try:
+                done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
+                                      preexec_fn=die_with_parent, timeout=PROBE_TIMEOUT_S)
+            except OSError as err:
+                return 127, "", str(err)
+            except subprocess.TimeoutExpired:
+                return 124, "", (f"error: model_path: {folder}: the probe did not finish in {PROBE_TIMEOUT_S:.0f} s "
+                                 "(the model's code hangs on import or build?); fix the folder's code, or raise "
+                                 "MSMM_PROBE_TIMEOUT_S for a model this large")
+            facts = out.read_text(encoding="utf-8") if out.is_file() else ""
+            _PROBE_RUNS[key] = done.returncode, facts, done.stderr
     return _PROBE_RUNS[key]
 
 
@@ -159,7 +170,7 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     if code not in (0, 1) or not out.strip():
         tail = (err.strip().splitlines() or ["no output"])[-1]
         if tail.startswith("error: "):
-            return tail[len("error: "):]
+            return tail[len("error: "):]  # our one-line message: bad input, the model's code, a timeout
         return (f"python: probing the model with {python} failed ({tail}); that interpreter needs torch and "
                 "transformers 4.57.x")
     return ""

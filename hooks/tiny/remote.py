@@ -128,3 +128,31 @@ def _build_remote_vlm() -> TinyParts:
 
 
 BUILDERS: dict[str, Callable[[], TinyParts]] = {ARCH: _build_remote_vlm}
+
+
+# ---------------------------------------------------------------------------- remote_tiles
+
+TILES_ARCH = "remote_tiles"
+TILES_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>")
+
+
+def _build_remote_tiles() -> TinyParts:
+    """InternVL-Chat-style remote code (see ``hooks/tiny/remote_vlm/__init__.py``): no processor class,
+    so the tokenizer is what is saved beside the model; the conversation and tiling live in Python."""
+    import transformers as tf
+
+    from hooks.tiny.remote_vlm.configuration_remote_tiles import RemoteTilesConfig
+    from hooks.tiny.remote_vlm.modeling_remote_tiles import RemoteTilesForCausalLM
+
+    RemoteTilesConfig.register_for_auto_class("AutoConfig")
+    RemoteTilesForCausalLM.register_for_auto_class("AutoModelForCausalLM")
+    tokenizer = _bpe_tokenizer(tf.Qwen2TokenizerFast, TILES_TOKENS, (), unk_token=None, bos_token=None,
+                               eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                               additional_special_tokens=list(TILES_TOKENS[1:]), errors="replace",
+                               split_special_tokens=False)
+    config = _config(tokenizer, RemoteTilesConfig)
+    del config.image_token_id  # the context token's id is a model attribute here, set by chat()
+    return TinyParts(config, tokenizer, RemoteTilesForCausalLM)
+
+
+BUILDERS[TILES_ARCH] = _build_remote_tiles

@@ -1,0 +1,125 @@
+"""Remote code as it is really published (issue 11): the probe survives it, or says in one line why not.
+
+``remote_tiles`` (``hooks/tiny/remote_vlm/modeling_remote_tiles.py``) carries each failure class:
+``.item()`` in ``__init__`` (meta-hostile), a print on import, a ``torch.dtype`` in ``to_dict()``,
+no SDPA/flash declaration while it picks SDPA for its language model itself, no processor class.
+Variants of its folder whose code raises or hangs on import check the copy's error path: one line
+naming the folder and the fix, the checkout unchanged, no process left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.copier_run import copy, git_init, snapshot
+
+ARCH = "remote_tiles"
+
+
+@pytest.fixture(scope="module")
+def facts(tiny_models) -> dict:
+    from hooks.model.probe import probe
+
+    return json.loads(probe(tiny_models(ARCH), trust_remote_code=True).to_json(with_timings=False))
+
+
+def test_meta_hostile_init_builds_under_init_empty_weights(facts) -> None:
+    """The meta build fails on ``.item()``; MindSpeed-MM's own way (init_empty_weights) is used next, and said."""
+    assert facts["build"]["how"] == "accelerate.init_empty_weights()"
+    assert "Tensor.item() cannot be called on meta tensors" in facts["build"]["failures"][0]
+    assert "vision_tower.blocks.{*}" in facts["plan"]["apply_modules"]
+    assert facts["num_parameters"] > 0
+
+
+def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -> None:
+    """No ``_supports_sdpa``: the YAML gets eager (with its reason); the LM's own SDPA switch is reported."""
+    from hooks.render.files import render_template_file
+
+    assert facts["attention"] == {"flash_attention_2": False, "sdpa": False}
+    assert facts["build"]["attention_set_by_model"] == {"text_config": "sdpa"}
+    config = render_template_file("partials/config.yaml.jinja", {
+        "model_id": "tiles", "model_facts": facts, "data_branch": "a", "chat_template": "qwen2vl",
+        "collator_id": "qwen3vl", "model_path": "/m", "trust_remote_code": True, "data_json": "", "media_root": ""})
+    assert "attn_implementation: eager  # a sub-model declares neither" in config
+    from hooks.model.probe import ModelFacts, findings_text
+
+    text = findings_text(ModelFacts(**facts), "/m", width=200)
+    assert "sets text_config to 'sdpa' itself" in text and "accelerate.init_empty_weights()" in text
+
+
+def test_missing_processor_class_recommends_branch_c(facts) -> None:
+    assert facts["processor"]["missing"] and "no processor class" in facts["processor"]["error"]
+    assert facts["recommended_branch"] == "c" and "no processor class" in facts["branch_reason"]
+
+
+def test_import_time_print_does_not_reach_the_facts(tiny_models, tmp_path: Path) -> None:
+    """The model prints on import; the facts travel in a file and stdout stays empty."""
+    out = tmp_path / "facts.json"
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(tiny_models(ARCH)), "--out", str(out),
+                           "--trust-remote-code", "--no-processor"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == ""
+    assert json.loads(out.read_text())["architecture"] == "RemoteTilesForCausalLM"
+
+
+def test_shrink_takes_a_config_with_dtype_objects(tiny_models) -> None:
+    import torch
+    from transformers import AutoConfig
+
+    from hooks.model.shrink import Dims, shrink_config_dict
+
+    config = AutoConfig.from_pretrained(tiny_models(ARCH), trust_remote_code=True)
+    assert config.to_dict()["vision_dtype"] is torch.float32  # what published code leaves there
+    assert shrink_config_dict(config.to_dict(), Dims())["vision_dtype"] == "float32"
+
+
+def _variant(tiny_models, tmp_path: Path, line: str) -> Path:
+    """A copy of the fixture whose modeling file runs ``line`` on import."""
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_models(ARCH), folder)
+    code = folder / "modeling_remote_tiles.py"
+    code.write_text(code.read_text().replace('print("RemoteTiles: loading custom code")', line, 1))
+    return folder
+
+
+def test_code_that_raises_on_import_is_one_line(tiny_models, tmp_path: Path) -> None:
+    folder = _variant(tiny_models, tmp_path, 'raise ImportError("needs flash_attn")')
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(folder), "--out", str(tmp_path / "f.json"),
+                           "--trust-remote-code"], capture_output=True, text=True, check=False)
+    assert done.returncode == 3
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: model_path: {folder}: the model's code failed") and "needs flash_attn" in last
+    assert not (tmp_path / "f.json").exists()
+
+
+@pytest.mark.parametrize("line", ['raise ImportError("needs flash_attn")', "import time; time.sleep(3600)"],
+                         ids=["raises", "hangs"])
+def test_copy_stops_in_one_line_and_leaves_nothing(tiny_models, tmp_path: Path, line: str) -> None:
+    folder = _variant(tiny_models, tmp_path, line)
+    dest = git_init(tmp_path / "checkout")
+    before = snapshot(dest)
+    env = {"MSMM_PROBE_TIMEOUT_S": "20"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        start = time.monotonic()
+        done = copy(dest, model_id="tiles", model_path=folder, trust_remote_code=True)
+    finally:
+        for key, value in old.items():
+            os.environ.pop(key) if value is None else os.environ.__setitem__(key, value)
+    assert done.returncode != 0
+    assert str(folder) in done.stderr and ("the model's code failed" in done.stderr or "did not finish" in done.stderr)
+    assert "Traceback" not in done.stderr.split("model_path")[-1]
+    assert snapshot(dest) == before, "a failed copy must leave the checkout unchanged"
+    assert time.monotonic() - start < 120
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True, check=False).stdout.split()
+    assert not left, f"processes left behind: {left}"
