@@ -41,13 +41,16 @@ def facts_by_arch(tiny_models) -> dict[str, dict]:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_plan_matches_real_model(arch: str, tiny_models, facts_by_arch) -> None:
-    from transformers import AutoModelForImageTextToText
+    import transformers
 
     facts = facts_by_arch(arch)
     plan = facts["plan"]
     assert plan["problems"] == []
     assert plan["apply_modules"], "no FSDP unit besides the root"
-    model = AutoModelForImageTextToText.from_pretrained(tiny_models(arch), trust_remote_code=arch.startswith("remote"))
+    config = json.loads((tiny_models(arch) / "config.json").read_text())
+    auto = next((k for k in ("AutoModelForImageTextToText", "AutoModelForCausalLM") if k in config.get("auto_map", {})),
+                "AutoModelForImageTextToText")  # remote_tiles registers as a causal LM, as InternVL-Chat does
+    model = getattr(transformers, auto).from_pretrained(tiny_models(arch), trust_remote_code=arch.startswith("remote"))
     names = [name for name, _ in model.named_modules()]
     for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
         assert any(module_name_match(pattern, n) for n in names), pattern
@@ -86,7 +89,12 @@ def test_rendered_python_is_ruff_clean(rendered_root: Path) -> None:
     assert done.returncode == 0, done.stdout
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+# remote_tiles has no processor class: its batches come from a branch-C dataset plugin built on the
+# model's own preprocessing (issue 11), which the contract smoke's processor-driven batch is not.
+NO_PROCESSOR = pytest.mark.skip(reason="no processor class: batches need the branch-C dataset plugin (issue 11)")
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, marks=NO_PROCESSOR) if a == "remote_tiles" else a for a in ARCHS])
 def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
     from hooks.smoke.contract import run_contract_smoke
 
