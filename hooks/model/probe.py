@@ -59,6 +59,7 @@ class ModelFacts:
     processor: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
     build: dict[str, Any] = field(default_factory=dict)  # how the structure was built, what failed, attention set
+    unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self, *, with_timings: bool = True) -> str:
@@ -230,6 +231,31 @@ def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
     return [p for p in params if sig.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD], has_kwargs, returns_loss
 
 
+MEDIA_PREFIXES = ("pixel", "image", "video")
+
+
+def unused_media_params(cls: type) -> list[str]:
+    """Media parameters ``forward`` takes but never reads: the media would not reach the model.
+
+    transformers 4.57.1's ``Emu3ForConditionalGeneration.forward`` takes ``pixel_values`` and calls
+    its model without them: every smoke would pass on text alone, a healthy loss on wrong data.
+    Read off the function's syntax tree (names in its body), so docstrings do not count.
+    """
+    import ast
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    func = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if func is None:
+        return []
+    used = {n.id for stmt in func.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
+    return [p for p in params if p.startswith(MEDIA_PREFIXES) and p not in used]
+
+
 def media_tokens(config: Any) -> dict[str, Any]:
     keys = ("image_token_id", "video_token_id", "image_token_index", "vision_start_token_id",
             "vision_end_token_id", "boi_token_index", "eoi_token_index")
@@ -271,7 +297,11 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool,
         proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
-        if not hasattr(proc, "tokenizer"):  # AutoProcessor fell back to the tokenizer alone
+        if hasattr(proc, "tokenizer"):
+            from hooks.data.records import sample_format
+
+            facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
+        else:  # AutoProcessor fell back to the tokenizer alone
             facts["missing"] = True
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
                               "image preprocessing and the chat format live in the model's own code")
@@ -335,6 +365,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         plan=plan.to_dict(),
         attention=attention,
         build=build if how != META or build["attention_set_by_model"] else {},
+        unused_media=unused_media_params(cls),
     )
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params)
@@ -355,6 +386,11 @@ def _processor_line(proc: dict[str, Any]) -> str:
     chat = (proc.get("data_format") or {}).get("chat") or {}
     form = ("chat format: " + ("slots" if not chat.get("problems") else "not slots")) if chat else "no chat template"
     return f"{proc['class']}, image token {proc.get('image_token')!r}, outputs {proc.get('output_keys')}, {form}"
+
+
+def ignored_media_text(facts: ModelFacts) -> str:
+    return (f"{facts.architecture}.forward takes {facts.unused_media} but never uses them: the media would not reach "
+            "the model and it would train on text alone")
 
 
 def render_table(facts: ModelFacts) -> str:
@@ -411,6 +447,8 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
                      else build["how"]))
     rows += [("attention", f"the model's code sets {name} to {value!r} itself: the YAML's attn_implementation "
                            "does not reach it") for name, value in (build.get("attention_set_by_model") or {}).items()]
+    if facts.unused_media:
+        rows.append(("PROBLEM", ignored_media_text(facts)))
     rows += [("PROBLEM", problem) for problem in plan["problems"]]
     lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:

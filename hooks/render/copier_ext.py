@@ -245,6 +245,13 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     return json.dumps(evidence, sort_keys=True)
 
 
+def fields_error(data_json: str, data_fields: str) -> str:
+    """Branch c's field mapping against the first record of the data (``hooks.data.records``)."""
+    from hooks.data.records import fields_error as check
+
+    return check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
+
+
 def path_error(field: str, value: str, *, kind: str = "file") -> str:
     if not value:
         return ""
@@ -294,5 +301,6 @@ class MigrateExtension(Extension):
             msmm_data_evidence=data_evidence,
             msmm_has_auto_map=has_auto_map,
             msmm_path_error=_stop_on_error(path_error),
+            msmm_fields_error=_stop_on_error(fields_error),
             **RENDER_FILTERS,
         )

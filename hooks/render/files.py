@@ -59,7 +59,17 @@ def copies_remote_code(facts: Any) -> bool:
     return bool(remote) and not module.startswith("transformers.")
 
 
+def fields_json(text: str) -> str:
+    """The ``data_fields`` answer as a one-line JSON object (valid YAML), keys sorted."""
+    import json
+
+    from hooks.data.records import parse_fields
+
+    return json.dumps(parse_fields(text), sort_keys=True)
+
+
 RENDER_FILTERS = {
+    "msmm_fields_json": fields_json,
     "msmm_copies_remote_code": copies_remote_code,
     "msmm_class_prefix": class_prefix,
     "pyrepr": pyrepr,

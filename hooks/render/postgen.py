@@ -22,7 +22,7 @@ from pathlib import Path
 
 from hooks import exit_now, load_answers
 from hooks.lifetime import follow_owner
-from hooks.model.probe import ModelFacts, render_table
+from hooks.model.probe import ModelFacts, ignored_media_text, render_table
 from hooks.render.files import copies_remote_code
 from hooks.smoke.run import print_verdict, smoke_and_report
 
@@ -125,6 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
+    if facts.unused_media and answers.get("parity_mismatch", "stop") == "stop":
+        from hooks.smoke.prestart import release
+
+        release(dest)
+        print(f"error: {ignored_media_text(facts)}; a smoke would pass on the wrong data. Use a transformers "
+              "release whose forward passes them on, or copy again with -d parity_mismatch=warn to train anyway",
+              file=sys.stderr)
+        print(_after_failure(args.answers, answers))
+        return 1
     if not check_data(dest, answers):
         from hooks.smoke.prestart import release
 
@@ -147,6 +156,8 @@ def _after_failure(answers_path: Path, answers: dict) -> str:
     """What the failed copy left in the checkout, and the two ways on: fix and re-run, or remove."""
     model_id = answers["model_id"]
     written = [str(answers_path), f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/"]
+    if answers.get("data_branch") == "c":
+        written.append(f"mindspeed_mm/fsdp/data/datasets/{model_id}/")
     return (f"the scaffold is written ({', '.join(written)}); fix the cause and re-run the smoke with\n"
             f"  {_rerun_command(answers_path, answers)}\n"
             f"or remove it with: rm -r {' '.join(written)}")

@@ -1,0 +1,253 @@
+"""Training samples built by the model's own processor, from records of any shape (copied in by msmm-migrate).
+
+Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
+(``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
+conversation) and lets the model's processor build every sample, in one of three conventions
+(``SampleFormat``) read off the processor at copy time:
+
+- ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
+  template's end of turn) are trained. Token positions come from the processor itself: the
+  conversation up to an answer is run through the processor with the images it holds, and its
+  length is where the answer starts (checked to be a prefix of the whole sample's ids);
+- ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
+- ``prompt``: the processor builds the prompt (its own query when the record has none, as
+  GOT-OCR2 does), the answer and the end-of-turn token follow it and are trained.
+
+This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next to it does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+IMAGE_PLACEHOLDER = "<image>"
+IGNORE = -100
+USER_ROLES, ASSISTANT_ROLES = ("user", "human"), ("assistant", "gpt")
+
+
+@dataclass(frozen=True)
+class FieldMap:
+    """Which record key holds what; ``conversations`` (a list of turns) or ``prompt``/``response``."""
+
+    images: str = "images"
+    prompt: str = ""
+    response: str = ""
+    system: str = ""
+    conversations: str = "messages"
+
+    def turns(self, record: dict[str, Any]) -> list[tuple[str, str]]:
+        """The record as (role, text) turns, roles ``system``/``user``/``assistant``."""
+        turns = [("system", str(record[self.system]))] if self.system and record.get(self.system) else []
+        if self.prompt and self.response:
+            return [*turns, ("user", str(record[self.prompt])), ("assistant", str(record[self.response]))]
+        for turn in record[self.conversations]:
+            role = str(turn.get("role", turn.get("from", ""))).lower()
+            text = str(turn.get("content", turn.get("value", "")))
+            turns.append(("user" if role in USER_ROLES else "assistant" if role in ASSISTANT_ROLES else role, text))
+        return turns
+
+    def images_of(self, record: dict[str, Any]) -> list[str]:
+        value = record.get(self.images) or []
+        return [value] if isinstance(value, str) else list(value)
+
+
+@dataclass(frozen=True)
+class SampleFormat:
+    """How the processor makes a training sample (``chat``, ``suffix`` or ``prompt``) and its end of turn."""
+
+    kind: str
+    end_of_turn: str = ""  # ``prompt``: the text that closes an answer
+    own_query: bool = False  # ``prompt``: the processor writes the prompt from the image alone (GOT-OCR2)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """A JSON list, or JSONL (one object per line)."""
+    text = Path(path).read_text(encoding="utf-8").strip()
+    if text.startswith("["):
+        return list(json.loads(text))
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def load_images(paths: list[str], root: Path) -> list[Any]:
+    from PIL import Image
+
+    images = []
+    for path in paths:
+        with Image.open(Path(root) / path) as image:
+            images.append(image.convert("RGB"))
+    return images
+
+
+def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]], images: list[Any],
+                 cutoff: int) -> dict[str, Any]:
+    """One sample: ``input_ids``, ``attention_mask``, ``labels`` and the processor's media outputs."""
+    if fmt.kind == "chat":
+        sample = _chat_sample(processor, turns, images)
+    elif fmt.kind == "suffix":
+        sample = _suffix_sample(processor, turns, images)
+    else:
+        sample = _prompt_sample(processor, fmt, turns, images)
+    length = sample["input_ids"].shape[-1]
+    if length > cutoff:
+        raise ValueError(f"sample of {length} tokens exceeds cutoff_len {cutoff}; raise basic_parameters.cutoff_len")
+    if not (sample["labels"] != IGNORE).any():
+        raise ValueError("sample without a trained token: its answer is empty")
+    return sample
+
+
+def _messages(turns: list[tuple[str, str]], images_left: list[int]) -> list[dict[str, Any]]:
+    """Chat-template messages: ``<image>`` marks (or, without any, the first user turn) carry the images."""
+    marked = any(IMAGE_PLACEHOLDER in text for _, text in turns)
+    messages = []
+    for role, text in turns:
+        items: list[dict[str, Any]] = []
+        pieces = text.split(IMAGE_PLACEHOLDER)
+        if role == "user" and not marked and images_left[0]:
+            items += [{"type": "image"}] * images_left[0]
+            images_left[0] = 0
+        for index, piece in enumerate(pieces):
+            if index:
+                items.append({"type": "image"})
+                images_left[0] -= 1
+            if piece:
+                items.append({"type": "text", "text": piece})
+        messages.append({"role": role, "content": items})
+    return messages
+
+
+def _call(processor: Any, text: str, images: list[Any]) -> Any:
+    bos = getattr(processor.tokenizer, "bos_token", None)
+    return processor(text=[text], images=[images] if images else None, return_tensors="pt",
+                     add_special_tokens=not (bos and text.startswith(bos)))
+
+
+def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any]) -> dict[str, Any]:
+    messages = _messages(turns, [len(images)])
+    out = _call(processor, processor.apply_chat_template(messages, tokenize=False), images)
+    ids = out["input_ids"][0]
+    labels = ids.new_full(ids.shape, IGNORE)
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        bounds = []
+        for upto, prompt in ((index, True), (index + 1, False)):
+            text = processor.apply_chat_template(messages[:upto], tokenize=False, add_generation_prompt=prompt)
+            held = sum(item["type"] == "image" for m in messages[:upto] for item in m["content"])
+            part = _call(processor, text, images[:held])["input_ids"][0]
+            bounds.append(_boundary(ids, part, index))
+        labels[bounds[0]:bounds[1]] = ids[bounds[0]:bounds[1]]
+    return {**{k: v for k, v in out.items()}, "labels": labels.unsqueeze(0)}
+
+
+def _boundary(ids: Any, part: Any, turn: int) -> int:
+    """Where ``part`` (the conversation so far) ends in the sample's ``ids``.
+
+    Where the tokenizer merges text across the boundary (LLaVA's answer ends in a space that
+    joins the next ``USER``), the merged token goes to the turn its last character belongs to:
+    the boundary is the common prefix, one token short of ``part``.
+    """
+    common = 0
+    for a, b in zip(ids.tolist(), part.tolist(), strict=False):
+        if a != b:
+            break
+        common += 1
+    if common < len(part) - 1:
+        raise ValueError(f"turn {turn}: the processor's ids for the conversation so far differ from the whole "
+                         f"sample's at token {common}, not only across the turn boundary")
+    return common
+
+
+def _single_turn(turns: list[tuple[str, str]]) -> tuple[str, str]:
+    talk = [(role, text) for role, text in turns if role != "system"]
+    if [role for role, _ in talk] != ["user", "assistant"]:
+        raise ValueError("this model's processor takes one prompt and one answer per sample (no chat template)")
+    return talk[0][1].replace(IMAGE_PLACEHOLDER, ""), talk[1][1]
+
+
+def _suffix_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any]) -> dict[str, Any]:
+    prompt, answer = _single_turn(turns)
+    return dict(processor(text=[prompt], images=[images] if images else None, suffix=[answer], return_tensors="pt"))
+
+
+def _prompt_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]],
+                   images: list[Any]) -> dict[str, Any]:
+    import torch
+
+    prompt, answer = _single_turn(turns)
+    if fmt.own_query:  # the processor's own query (GOT-OCR2 builds it from the image alone)
+        out = processor(images=images, return_tensors="pt")
+    else:
+        items = (getattr(processor, "image_token", None) or IMAGE_PLACEHOLDER) * len(images)
+        out = processor(text=[items + prompt], images=images or None, return_tensors="pt")
+    answer_ids = processor.tokenizer(answer + fmt.end_of_turn, add_special_tokens=False, return_tensors="pt")
+    added = answer_ids["input_ids"].shape[1]
+    sample = {key: torch.nn.functional.pad(value, (0, added)) if _per_token(value, out["input_ids"]) else value
+              for key, value in out.items()}  # token types and the like: the answer is text (0)
+    sample["input_ids"] = torch.cat([out["input_ids"], answer_ids["input_ids"]], dim=1)
+    sample["attention_mask"] = torch.ones_like(sample["input_ids"])
+    sample["labels"] = torch.cat([torch.full_like(out["input_ids"], IGNORE), answer_ids["input_ids"]], dim=1)
+    return sample
+
+
+def _per_token(value: Any, ids: Any) -> bool:
+    return getattr(value, "dim", lambda: 0)() == 2 and tuple(value.shape) == tuple(ids.shape)
+
+
+def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
+    """A 64x64 white image's sample with nothing attended or trained: added to a batch without media,
+    so that every rank runs the vision tower each step (as MindSpeed-MM's collator does)."""
+    import torch
+    from PIL import Image
+
+    turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
+    white = [Image.new("RGB", (64, 64), "white")]
+    sample = (_chat_sample(processor, turns, white) if fmt.kind == "chat" else
+              _suffix_sample(processor, turns, white) if fmt.kind == "suffix" else
+              _prompt_sample(processor, fmt, turns, white))
+    sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])
+    sample["labels"] = torch.full_like(sample["input_ids"], IGNORE)
+    return sample
+
+
+def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
+            stand_in_sample: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Right-pad the per-token tensors ([1, length]); concatenate media tensors along their first dim.
+
+    ``keys``: what the model's forward takes; other processor outputs are dropped. A batch without
+    media gets ``stand_in_sample`` appended to its first sample (masked, untrained).
+    """
+    import torch
+
+    if stand_in_sample is not None and all(_per_token(v, s["input_ids"]) for s in samples for v in s.values()):
+        samples = [_append(samples[0], stand_in_sample), *samples[1:]]
+    longest = max(s["input_ids"].shape[-1] for s in samples)
+    batch: dict[str, Any] = {}
+    for key in sorted({key for s in samples for key in s if key in keys or key == "labels"}):
+        if any(_per_token(s.get(key), s["input_ids"]) for s in samples):  # missing in a sample: zeros (text)
+            fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
+            values = [s[key] if key in s else torch.zeros_like(s["input_ids"]) for s in samples]
+            batch[key] = torch.cat([torch.nn.functional.pad(v, (0, longest - v.shape[1]), value=fill)
+                                    for v in values])
+        else:  # media: the samples' own, in order (a text-only sample has none)
+            batch[key] = torch.cat([s[key] for s in samples if key in s])
+    return batch
+
+
+def _append(sample: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra``'s tokens after ``sample``'s, its media as the sample's."""
+    import torch
+
+    out = dict(sample)
+    ids, extra_ids = sample["input_ids"], extra["input_ids"]
+    for key in {*sample, *extra}:
+        mine, theirs = sample.get(key), extra.get(key)
+        if _per_token(theirs, extra_ids) or _per_token(mine, ids):
+            mine = mine if mine is not None else torch.zeros_like(ids)
+            theirs = theirs if theirs is not None else torch.zeros_like(extra_ids)
+            out[key] = torch.cat([mine, theirs.to(mine.dtype)], dim=1)
+        elif theirs is not None:
+            out[key] = theirs
+    return out

@@ -1,0 +1,100 @@
+"""Tier 2, branch C: a dataset plugin over the user's records, trained through the real trainer.
+
+- families without a chat template get branch C by default and train on their processor's own
+  convention (PaliGemma's ``suffix=``; Chameleon and GOT-OCR2, whose processor writes its own
+  OCR query, with --full-matrix);
+- JSONL records that are not ShareGPT-shaped (``{"img", "q", "a"}`` per line, and a multi-turn
+  ``turns`` list) train Qwen2.5-VL and Gemma 3 through ``data_fields``; the smoke reads the user's
+  first records;
+- a mapping that names a key the records do not have stops the copy at that question.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.copier_run import changed_paths as _changed
+from tests.copier_run import copy, mm_checkout, snapshot
+
+pytestmark = pytest.mark.tier2
+FULL = pytest.mark.full_matrix
+COLORS = [("red", (220, 30, 30)), ("green", (30, 200, 40)), ("blue", (30, 40, 220)), ("yellow", (230, 220, 30))]
+
+
+@pytest.fixture(scope="module")
+def checkout(mm_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return mm_checkout(mm_home, tmp_path_factory.mktemp("mm"))
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``train.jsonl`` ({"img", "q", "a"} per line) and ``turns.jsonl`` (a multi-turn ``turns`` list), 8 each."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("records")
+    with (root / "train.jsonl").open("w") as flat, (root / "turns.jsonl").open("w") as turns:
+        for i in range(8):
+            name, rgb = COLORS[i % 4]
+            Image.new("RGB", (64 + 16 * (i % 3), 64), rgb).save(root / f"img{i}.png")
+            flat.write(json.dumps({"img": f"img{i}.png", "q": "What color is this?", "a": f"It is {name}."}) + "\n")
+            turns.write(json.dumps({"img": f"img{i}.png", "turns": [
+                {"role": "user", "content": "<image>What color is this?"}, {"role": "assistant", "content": f"{name}."},
+                {"role": "user", "content": "Are you sure?"}, {"role": "assistant", "content": "Yes."}]}) + "\n")
+    return root
+
+
+def _passes(done, checkout: Path, model_id: str) -> None:
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "data branch c" in done.stdout.splitlines()[0]
+    summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
+    assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
+    plugin = checkout / "mindspeed_mm" / "fsdp" / "data" / "datasets" / model_id
+    assert (plugin / f"dataset_{model_id}.py").is_file() and (plugin / "processor_dataset.py").is_file()
+    report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
+    assert "## Dataset plugin" in report and "**PASS**" in report
+
+
+@pytest.mark.parametrize("arch", ["paligemma", pytest.param("chameleon", marks=FULL),
+                                  pytest.param("got_ocr2", marks=FULL)])
+def test_no_chat_template_defaults_to_branch_c_and_trains(arch: str, checkout: Path, tiny_models,
+                                                          template_src: Path) -> None:
+    model_id = f"{arch}_c"
+    before = _changed(checkout)
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch))
+    _passes(done, checkout, model_id)
+    allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/",
+               f"mindspeed_mm/fsdp/data/datasets/{model_id}/", f".copier-answers/{model_id}.yml")
+    assert all(path.startswith(allowed) for path in _changed(checkout) - before)
+
+
+@pytest.mark.parametrize(("arch", "data", "fields"), [
+    ("qwen2_5_vl", "train.jsonl", {"images": "img", "prompt": "q", "response": "a"}),
+    ("gemma3", "turns.jsonl", {"images": "img", "conversations": "turns"}),
+])
+def test_jsonl_records_through_data_fields_train(arch: str, data: str, fields: dict, checkout: Path, tiny_models,
+                                                 template_src: Path, records: Path) -> None:
+    model_id = f"{arch}_jsonl"
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
+                data_branch="c", data_json=records / data, data_fields=json.dumps(fields))
+    _passes(done, checkout, model_id)
+    config = yaml.safe_load((checkout / "examples" / model_id / f"{model_id}_config.yaml").read_text())
+    assert config["data"]["dataset_param"]["data_fields"] == fields
+    smoke = yaml.safe_load((Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_config.yaml").read_text())
+    assert smoke["data"]["dataset_param"]["basic_parameters"]["dataset"] == str(records / data)  # the user's records
+
+
+def test_a_mapping_the_records_do_not_fit_stops_the_copy(checkout: Path, tiny_models, template_src: Path,
+                                                         records: Path) -> None:
+    before = snapshot(checkout)
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="bad_fields",
+                model_path=tiny_models("qwen2_5_vl"), data_branch="c", data_json=records / "train.jsonl",
+                data_fields=json.dumps({"images": "img", "prompt": "question", "response": "a"}))
+    assert done.returncode != 0
+    assert "data_fields:" in done.stderr and "'question'" in done.stderr
+    assert snapshot(checkout) == before
