@@ -390,7 +390,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     if why:
         return None, why
     if answers.get("data_branch") == "c":
-        return None, "branch c checks its dataset plugin in the smoke (whole-batch parity for branch c comes later)"
+        return None, ("branch c: its dataset plugin builds every sample with the model's own processor; whole-batch "
+                      "parity against it is not built yet")
     model_id = answers["model_id"]
     config = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]
