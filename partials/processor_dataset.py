@@ -7,8 +7,8 @@ conversation) and lets the model's processor build every sample, in one of three
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
   template's end of turn) are trained. Token positions come from the processor itself: the
-  conversation up to an answer is run through the processor with the images it holds, and its
-  length is where the answer starts (checked to be a prefix of the whole sample's ids);
+  rendered text before an answer, and through its end of turn, are run through the processor with
+  the images they hold, and their lengths bound the answer (checked against the whole sample's ids);
 - ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
 - ``prompt``: the processor builds the prompt (its own query when the record has none, as
   GOT-OCR2 does), the answer and the end-of-turn token follow it and are trained.
@@ -61,6 +61,7 @@ class SampleFormat:
     kind: str
     end_of_turn: str = ""  # ``prompt``: the text that closes an answer
     own_query: bool = False  # ``prompt``: the processor writes the prompt from the image alone (GOT-OCR2)
+    string_roles: tuple[str, ...] = ()  # ``chat``: roles whose text-only content the template reads as a string
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -85,7 +86,7 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
                  cutoff: int) -> dict[str, Any]:
     """One sample: ``input_ids``, ``attention_mask``, ``labels`` and the processor's media outputs."""
     if fmt.kind == "chat":
-        sample = _chat_sample(processor, turns, images)
+        sample = _chat_sample(processor, turns, images, fmt.string_roles)
     elif fmt.kind == "suffix":
         sample = _suffix_sample(processor, turns, images)
     else:
@@ -98,8 +99,10 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
     return sample
 
 
-def _messages(turns: list[tuple[str, str]], images_left: list[int]) -> list[dict[str, Any]]:
-    """Chat-template messages: ``<image>`` marks (or, without any, the first user turn) carry the images."""
+def _messages(turns: list[tuple[str, str]], images_left: list[int], string_roles: tuple[str, ...] = ()
+              ) -> list[dict[str, Any]]:
+    """Chat-template messages: ``<image>`` marks (or, without any, the first user turn) carry the images;
+    a text-only turn of a role the template reads as a string (GLM-4.1V's assistant) is a string."""
     marked = any(IMAGE_PLACEHOLDER in text for _, text in turns)
     messages = []
     for role, text in turns:
@@ -114,7 +117,9 @@ def _messages(turns: list[tuple[str, str]], images_left: list[int]) -> list[dict
                 images_left[0] -= 1
             if piece:
                 items.append({"type": "text", "text": piece})
-        messages.append({"role": role, "content": items})
+        text_only = all(item["type"] == "text" for item in items)
+        content = "".join(item["text"] for item in items) if role in string_roles and text_only else items
+        messages.append({"role": role, "content": content})
     return messages
 
 
@@ -124,22 +129,29 @@ def _call(processor: Any, text: str, images: list[Any]) -> Any:
                      add_special_tokens=not (bos and text.startswith(bos)))
 
 
-def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any]) -> dict[str, Any]:
-    messages = _messages(turns, [len(images)])
+def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any],
+                 string_roles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The processor's sample for the chat template's rendering; each answer (from where its text starts,
+    so a block the template writes before past answers, GLM-4.5V's ``<think></think>``, stays untrained)
+    through the template's end of turn is trained."""
+    messages = _messages(turns, [len(images)], string_roles)
     out = _call(processor, processor.apply_chat_template(messages, tokenize=False), images)
     ids = out["input_ids"][0]
     labels = ids.new_full(ids.shape, IGNORE)
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        bounds = []
-        for upto, prompt in ((index, True), (index + 1, False)):
-            text = processor.apply_chat_template(messages[:upto], tokenize=False, add_generation_prompt=prompt)
-            held = sum(item["type"] == "image" for m in messages[:upto] for item in m["content"])
-            part = _call(processor, text, images[:held])["input_ids"][0]
-            bounds.append(_boundary(ids, part, index))
-        labels[bounds[0]:bounds[1]] = ids[bounds[0]:bounds[1]]
-    return {**{k: v for k, v in out.items()}, "labels": labels.unsqueeze(0)}
+        held = sum(isinstance(m["content"], list) and item["type"] == "image"
+                   for m in messages[:index] for item in m["content"])
+        through = processor.apply_chat_template(messages[:index + 1], tokenize=False)
+        answer = turns[index][1].strip()
+        at = through.rfind(answer) if answer else -1
+        prompt = (through[:at] if at >= 0 else
+                  processor.apply_chat_template(messages[:index], tokenize=False, add_generation_prompt=True))
+        start, end = (_boundary(ids, _call(processor, text, images[:held])["input_ids"][0], index)
+                      for text in (prompt, through))
+        labels[start:end] = ids[start:end]
+    return {**dict(out.items()), "labels": labels.unsqueeze(0)}
 
 
 def _boundary(ids: Any, part: Any, turn: int) -> int:
@@ -193,7 +205,8 @@ def _prompt_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str
 
 
 def _per_token(value: Any, ids: Any) -> bool:
-    return getattr(value, "dim", lambda: 0)() == 2 and tuple(value.shape) == tuple(ids.shape)
+    """Laid over the sample's tokens ([1, length, ...]: token types, Mllama's cross-attention mask)."""
+    return getattr(value, "dim", lambda: 0)() >= 2 and tuple(value.shape[:2]) == tuple(ids.shape)
 
 
 def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
@@ -204,7 +217,7 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
 
     turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
     white = [Image.new("RGB", (64, 64), "white")]
-    sample = (_chat_sample(processor, turns, white) if fmt.kind == "chat" else
+    sample = (_chat_sample(processor, turns, white, fmt.string_roles) if fmt.kind == "chat" else
               _suffix_sample(processor, turns, white) if fmt.kind == "suffix" else
               _prompt_sample(processor, fmt, turns, white))
     sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])
@@ -229,8 +242,8 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
         if any(_per_token(s.get(key), s["input_ids"]) for s in samples):  # missing in a sample: zeros (text)
             fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
             values = [s[key] if key in s else torch.zeros_like(s["input_ids"]) for s in samples]
-            batch[key] = torch.cat([torch.nn.functional.pad(v, (0, longest - v.shape[1]), value=fill)
-                                    for v in values])
+            batch[key] = torch.cat([torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, longest - v.shape[1]),
+                                                            value=fill) for v in values])
         else:  # media: the samples' own, in order (a text-only sample has none)
             batch[key] = torch.cat([s[key] for s in samples if key in s])
     return batch

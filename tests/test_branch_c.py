@@ -78,14 +78,15 @@ def test_got_ocr2_writes_its_own_query(processors) -> None:
     assert sample_format(processors("chameleon"))["own_query"] is False
 
 
-@pytest.mark.parametrize("arch", ["qwen2_5_vl", "gemma3", "paligemma"])
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "gemma3", "paligemma", "mllama"])
 def test_collate_pads_concatenates_and_gives_text_only_batches_a_stand_in(arch: str, processors) -> None:
     import torch
 
     rt = runtime()
     proc = processors(arch)
     fmt = rt.SampleFormat(**sample_format(proc))
-    keys = frozenset({"input_ids", "attention_mask", "pixel_values", "image_grid_thw", "token_type_ids"})
+    keys = frozenset({"input_ids", "attention_mask", "pixel_values", "image_grid_thw", "token_type_ids",
+                      "cross_attention_mask", "aspect_ratio_ids", "aspect_ratio_mask"})
     fields = rt.FieldMap(**FIELDS)
     one = rt.build_sample(proc, fmt, fields.turns(RECORD), [_image()], 4096)
     two = rt.build_sample(proc, fmt, fields.turns({**RECORD, "a": "A much longer answer, red."}), [_image()], 4096)
@@ -94,8 +95,10 @@ def test_collate_pads_concatenates_and_gives_text_only_batches_a_stand_in(arch: 
     assert set(batch) <= keys | {"labels"}
     short = one["input_ids"].shape[1]
     assert (batch["labels"][0, short:] == -100).all() and (batch["attention_mask"][0, short:] == 0).all()
-    if fmt.kind == "suffix":
-        return  # PaliGemma needs an image in every sample: no text-only record to collate
+    if "cross_attention_mask" in batch:  # laid over the tokens: padded with them (Mllama)
+        assert batch["cross_attention_mask"].shape[:2] == batch["input_ids"].shape
+    if fmt.kind == "suffix" or arch == "mllama":
+        return  # PaliGemma needs an image in every sample; Mllama's stand-in is checked by parity (tier 2)
     text_only = rt.build_sample(proc, fmt, [("user", "Say hi."), ("assistant", "Hi.")], [], 4096)
     assert "pixel_values" not in text_only
     stand_in = rt.stand_in(proc, fmt)

@@ -83,10 +83,23 @@ def test_jsonl_records_through_data_fields_train(arch: str, data: str, fields: d
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
                 data_branch="c", data_json=records / data, data_fields=json.dumps(fields))
     _passes(done, checkout, model_id)
+    assert "data parity: MATCH (the dataset plugin" in done.stdout, done.stdout[-3000:]
     config = yaml.safe_load((checkout / "examples" / model_id / f"{model_id}_config.yaml").read_text())
     assert config["data"]["dataset_param"]["data_fields"] == fields
     smoke = yaml.safe_load((Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_config.yaml").read_text())
     assert smoke["data"]["dataset_param"]["basic_parameters"]["dataset"] == str(records / data)  # the user's records
+
+
+@pytest.mark.parametrize("arch", ["glm4v_moe", pytest.param("llava", marks=FULL), pytest.param("mllama", marks=FULL)])
+def test_chat_families_on_branch_c_match_their_own_format(arch: str, checkout: Path, tiny_models,
+                                                           template_src: Path) -> None:
+    """Branch c by choice on chat families: whole-batch parity against the model's own template and processor
+    (GLM-4.5V's block before past answers stays untrained; its assistant text is a string), then the smoke."""
+    model_id = f"{arch}_cc"
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
+                data_branch="c")
+    _passes(done, checkout, model_id)
+    assert "data parity: MATCH (the dataset plugin" in done.stdout, done.stdout[-3000:]
 
 
 def test_a_mapping_the_records_do_not_fit_stops_the_copy(checkout: Path, tiny_models, template_src: Path,

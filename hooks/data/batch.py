@@ -184,6 +184,30 @@ def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Pa
     return batches
 
 
+def plugin_batches(config: dict[str, Any], sample_files: list[Path], work: Path) -> list[tuple[int, Any]]:
+    """Branch c: (sample length, batch or error) per sample from the generated dataset plugin, built as the
+    trainer builds it (``data_register`` through ``build_mm_dataset``, then the dataset's own ``collate_fn``).
+
+    The samples are in the huggingface shape, so the plugin reads them with the default field mapping
+    (the user's mapping is checked against their first record when it is given).
+    """
+    from mindspeed_mm.fsdp.data import build_mm_dataset
+    from mindspeed_mm.fsdp.utils.register import import_plugin
+
+    import_plugin(config.get("training", {}).get("plugin", []))
+    dataset_param = {**json.loads(json.dumps(config["data"]["dataset_param"])), "data_fields": {}}
+    basic = {**dataset_param.get("basic_parameters", {}), "dataset_dir": str(work), "max_samples": None}
+    batches: list[tuple[int, Any]] = []
+    for path in sample_files:
+        try:
+            dataset = build_mm_dataset({**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}})
+            sample = dataset[0]
+            batches.append((sample["input_ids"].shape[-1], dataset.collate_fn([sample])))
+        except Exception as err:  # noqa: BLE001 - judged per sample, beside what the model's processor makes of it
+            batches.append((0, err))
+    return batches
+
+
 def _single_process_group(work: Path) -> None:
     """A world of one (gloo), as a one-device trainer has; after the dataset, whose builder would join it."""
     import torch.distributed as dist
@@ -352,7 +376,9 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
     with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
         work = Path(tmp)
         video = bool(spec.get("video"))
-        batches = mindspeed_batches(config, write_samples(work, video), work, meta_model(model_dir, trust))
+        files = write_samples(work, video)
+        batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
+                   mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
         processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
