@@ -1,7 +1,7 @@
 """RemoteTiles: images as dynamic tiles plus a thumbnail, each tile flagged, InternVL-Chat style.
 
 Layout (``named_modules()``): ``vision_tower`` (blocks.{i}), ``mm_projector``, ``language_model``
-(embed_tokens, layers.{i}, norm), ``lm_head``. Each tile becomes ``config.tokens_per_tile``
+(embed_tokens, layers.{i}, norm), ``lm_head``. Each tile becomes ``config.tokens_per_image``
 features that replace the same number of ``<IMG_CONTEXT>`` tokens; ``image_flags`` marks real
 tiles (0 for the stand-in tile of a text-only sample).
 """
@@ -120,7 +120,7 @@ class RemoteTilesForCausalLM(PreTrainedModel):
         conv = get_conv_template()
         conv.append_message(conv.roles[0], question)
         conv.append_message(conv.roles[1], None)
-        image = IMG_START + IMG_CONTEXT * self.config.tokens_per_tile * pixel_values.shape[0] + IMG_END
+        image = IMG_START + IMG_CONTEXT * self.config.tokens_per_image * pixel_values.shape[0] + IMG_END
         ids = tokenizer(conv.get_prompt().replace("<image>", image, 1), return_tensors="pt")["input_ids"]
         flags = torch.ones(pixel_values.shape[0], 1, dtype=torch.long)
         return self(pixel_values=pixel_values, input_ids=ids, image_flags=flags).logits
