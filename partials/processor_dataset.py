@@ -11,7 +11,12 @@ conversation) and lets the model's processor build every sample, in one of three
   the images they hold, and their lengths bound the answer (checked against the whole sample's ids);
 - ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
 - ``prompt``: the processor builds the prompt (its own query when the record has none, as
-  GOT-OCR2 does), the answer and the end-of-turn token follow it and are trained.
+  GOT-OCR2 does), the answer and the end-of-turn token follow it and are trained;
+- ``code``: no processor class (InternVL-Chat-style remote code): the model's own preprocessing
+  function makes each image's tiles and its own conversation object writes the text (``ModelCode``,
+  from the copy of its files beside the model plugin); each image mark becomes the image text its
+  ``chat()`` writes (start, one context token per feature of every tile, end), and every per-tile
+  input its ``forward`` takes is 1 for each real tile. Answers are bounded as in ``chat``.
 
 This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next to it does.
 """
@@ -62,6 +67,18 @@ class SampleFormat:
     end_of_turn: str = ""  # ``prompt``: the text that closes an answer
     own_query: bool = False  # ``prompt``: the processor writes the prompt from the image alone (GOT-OCR2)
     string_roles: tuple[str, ...] = ()  # ``chat``: roles whose text-only content the template reads as a string
+    image_text: tuple[str, ...] = ()  # ``code``: what replaces an image mark: start, context token, end
+    per_tile: int = 0  # ``code``: context tokens per tile
+    tile_flags: tuple[str, ...] = ()  # ``code``: per-tile forward inputs (1 for a real tile, 0 for the stand-in)
+
+
+@dataclass(frozen=True)
+class ModelCode:
+    """``code`` convention: the model's own data code in place of a processor."""
+
+    tokenizer: Any
+    load_image: Any  # PIL image -> its tiles' pixel values, (tiles, 3, H, W)
+    conversation: Any  # () -> a FastChat-style conversation (roles, system_message, append_message, get_prompt)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -89,6 +106,8 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
         sample = _chat_sample(processor, turns, images, fmt.string_roles)
     elif fmt.kind == "suffix":
         sample = _suffix_sample(processor, turns, images)
+    elif fmt.kind == "code":
+        sample = _code_sample(processor, fmt, turns, images)
     else:
         sample = _prompt_sample(processor, fmt, turns, images)
     length = sample["input_ids"].shape[-1]
@@ -204,6 +223,48 @@ def _prompt_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str
     return sample
 
 
+def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]],
+                 images: list[Any]) -> dict[str, Any]:
+    """The model's conversation over the turns, each image mark replaced by its tiles' image text (unmarked
+    images go first in the first user turn, one mark and a newline each, as its ``chat()`` puts them)."""
+    import torch
+
+    pixels = [code.load_image(image) for image in images]
+    start, context, end = fmt.image_text
+    image_texts = [start + context * (fmt.per_tile * tiles.shape[0]) + end for tiles in pixels]
+    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
+        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
+        turns = [*turns[:first], ("user", (IMAGE_PLACEHOLDER + "\n") * len(images) + turns[first][1]),
+                 *turns[first + 1:]]
+
+    def tokens(upto: int, open_answer: bool = False, through: bool = False) -> Any:
+        conv = code.conversation()
+        for role, text in turns[:upto]:
+            if role == "system":
+                conv.system_message = text
+            else:
+                conv.append_message(conv.roles[role == "assistant"], text)
+        if open_answer:
+            conv.append_message(conv.roles[1], None)
+        pieces = conv.get_prompt().split(IMAGE_PLACEHOLDER)
+        text = pieces[0] + "".join(image_texts[i] + piece for i, piece in enumerate(pieces[1:]))
+        return code.tokenizer(text.rstrip() if through else text, return_tensors="pt")["input_ids"][0]
+
+    ids = tokens(len(turns))
+    labels = ids.new_full(ids.shape, IGNORE)
+    for index, (role, _) in enumerate(turns):
+        if role == "assistant":  # through its end of turn (the separator's trailing whitespace stays untrained)
+            begin = _boundary(ids, tokens(index, open_answer=True), index)
+            end = _boundary(ids, tokens(index + 1, through=True), index)
+            labels[begin:end] = ids[begin:end]
+    sample = {"input_ids": ids[None], "attention_mask": torch.ones_like(ids)[None], "labels": labels[None]}
+    if pixels:
+        sample["pixel_values"] = torch.cat(pixels)
+        tiles = sample["pixel_values"].shape[0]
+        sample.update({name: torch.ones(tiles, 1, dtype=torch.long) for name in fmt.tile_flags})
+    return sample
+
+
 def _per_token(value: Any, ids: Any) -> bool:
     """Laid over the sample's tokens ([1, length, ...]: token types, Mllama's cross-attention mask)."""
     return getattr(value, "dim", lambda: 0)() >= 2 and tuple(value.shape[:2]) == tuple(ids.shape)
@@ -217,6 +278,11 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
 
     turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
     white = [Image.new("RGB", (64, 64), "white")]
+    if fmt.kind == "code":  # tiles whose flags are 0 and no tokens: the model drops their features itself
+        empty = torch.zeros(1, 0, dtype=torch.long)
+        tiles = processor.load_image(white[0])
+        return {"input_ids": empty, "attention_mask": empty, "labels": empty, "pixel_values": tiles,
+                **{name: torch.zeros(tiles.shape[0], 1, dtype=torch.long) for name in fmt.tile_flags}}
     sample = (_chat_sample(processor, turns, white, fmt.string_roles) if fmt.kind == "chat" else
               _suffix_sample(processor, turns, white) if fmt.kind == "suffix" else
               _prompt_sample(processor, fmt, turns, white))

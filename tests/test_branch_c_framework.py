@@ -75,19 +75,41 @@ def test_no_chat_template_defaults_to_branch_c_and_trains(arch: str, checkout: P
 
 @pytest.mark.parametrize(("arch", "data", "fields"), [
     ("qwen2_5_vl", "train.jsonl", {"images": "img", "prompt": "q", "response": "a"}),
-    ("gemma3", "turns.jsonl", {"images": "img", "conversations": "turns"}),
+    pytest.param("gemma3", "turns.jsonl", {"images": "img", "conversations": "turns"}, marks=FULL),
+    pytest.param("remote_tiles", "turns.jsonl", {"images": "img", "conversations": "turns"}, marks=FULL),
 ])
 def test_jsonl_records_through_data_fields_train(arch: str, data: str, fields: dict, checkout: Path, tiny_models,
                                                  template_src: Path, records: Path) -> None:
     model_id = f"{arch}_jsonl"
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
-                data_branch="c", data_json=records / data, data_fields=json.dumps(fields))
+                data_branch="c", data_json=records / data, data_fields=json.dumps(fields),
+                trust_remote_code=arch.startswith("remote_"))
     _passes(done, checkout, model_id)
     assert "data parity: MATCH (the dataset plugin" in done.stdout, done.stdout[-3000:]
     config = yaml.safe_load((checkout / "examples" / model_id / f"{model_id}_config.yaml").read_text())
     assert config["data"]["dataset_param"]["data_fields"] == fields
     smoke = yaml.safe_load((Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_config.yaml").read_text())
     assert smoke["data"]["dataset_param"]["basic_parameters"]["dataset"] == str(records / data)  # the user's records
+
+
+def test_remote_code_without_a_processor_trains_on_its_own_data_code(checkout: Path, tiny_models,
+                                                                    template_src: Path) -> None:
+    """InternVL-Chat-style remote code (no processor class): branch c recommended and generated, samples built by
+    the model's own load_image and conversation, parity against its own chat(), the context-token attribute set
+    by the model plugin and the per-tile flags fed, then the smoke."""
+    model_id = "tiles"
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id,
+                model_path=tiny_models("remote_tiles"), trust_remote_code=True)
+    _passes(done, checkout, model_id)
+    assert "recommended data branch c: " in done.stdout and "no processor class" in done.stdout
+    assert "data parity: MATCH (the dataset plugin (the model's own data code and chat()))" in done.stdout
+    plugin = checkout / "mindspeed_mm" / "fsdp" / "models" / model_id
+    assert "self.img_context_token_id = " in (plugin / f"modeling_{model_id}.py").read_text()
+    assert {"conversation.py", "modeling_remote_tiles.py"} <= {p.name for p in (plugin / "remote_code").iterdir()}
+    report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
+    assert "convention **code**" in report and "`img_context_token_id = " in report
+    assert "same ids as the model's own chat() up to the answer" in report and "same image_flags" in report
+    assert "the model plugin sets {'img_context_token_id'" in report
 
 
 @pytest.mark.parametrize("arch", ["glm4v_moe", pytest.param("llava", marks=FULL), pytest.param("mllama", marks=FULL)])

@@ -123,3 +123,69 @@ def test_copy_stops_in_one_line_and_leaves_nothing(tiny_models, tmp_path: Path, 
     time.sleep(2)
     left = subprocess.run(["pgrep", "-f", str(folder)], capture_output=True, text=True, check=False).stdout.split()
     assert not left, f"processes left behind: {left}"
+
+
+# --- branch c without a processor class: the model's own data code (hooks.data.model_code) ------------
+
+
+def test_code_format_is_measured_on_the_models_own_chat(facts) -> None:
+    """No processor class: the sample format is read off ``chat()`` run with a recording forward."""
+    fmt = facts["processor"]["sample_format"]
+    assert fmt["kind"] == "code" and fmt["image_text"] == ["<img>", "<IMG_CONTEXT>", "</img>"]
+    assert fmt["per_tile"] == 4 and fmt["tile_flags"] == ["image_flags"]  # remote_vlm merges 4x4 patches into 4
+    assert fmt["image_function"] == "modeling_remote_tiles.load_image"
+    assert fmt["conversation"] == "conversation.get_conv_template"
+    assert fmt["system_message"] == "You are a helpful assistant."
+    assert facts["processor"]["model_attribute_tokens"] == {"img_context_token_id": "<IMG_CONTEXT>"}
+    assert facts["processor"]["problems"] == []  # the runtime rebuilt chat()'s prompt token for token
+
+
+@pytest.fixture(scope="module")
+def model_code(tiny_models, facts):
+    """The runtime's ModelCode and SampleFormat for the fixture, as the generated plugin makes them."""
+    import transformers
+
+    from hooks.data.model_code import CONVERSATION_FUNCTION, IMAGE_FUNCTION, code_modules, find_function, runtime_code
+    from hooks.model.build import resolve_model_class
+
+    folder = tiny_models(ARCH)
+    config = transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    modules = code_modules(resolve_model_class(config, folder, trust_remote_code=True))
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    return runtime_code(facts["processor"]["sample_format"], tokenizer,
+                        *(find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION)))
+
+
+def test_code_sample_tiles_flags_and_labels(model_code) -> None:
+    """A wide image: tiles plus a thumbnail, 4 context tokens per tile, each tile flagged; two answers
+    trained with their ``<|im_end|>``, the separator's newline and every prompt token not."""
+    from PIL import Image
+
+    from hooks.data.records import runtime
+
+    code, fmt = model_code
+    turns = [("system", "Be brief."), ("user", "What is it?"), ("assistant", "Red."), ("user", "Sure?"),
+             ("assistant", "Yes.")]
+    sample = runtime().build_sample(code, fmt, turns, [Image.new("RGB", (128, 64), "red")], 4096)
+    tiles = sample["pixel_values"].shape[0]
+    assert tiles == 3 and sample["image_flags"].tolist() == [[1]] * 3  # 2x1 grid + thumbnail
+    ids = sample["input_ids"][0].tolist()
+    assert ids.count(code.tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>")) == 4 * tiles
+    trained = [t for t, lab in zip(ids, sample["labels"][0].tolist(), strict=True) if lab != -100]
+    assert code.tokenizer.decode(trained) == "Red.<|im_end|>Yes.<|im_end|>"
+    text = code.tokenizer.decode(ids)
+    assert "<|im_start|>system\nBe brief.<|im_end|>" in text and "<img><IMG_CONTEXT>" in text
+    assert text.index("<img>") < text.index("What is it?")  # unmarked: first in the first user turn, as chat()
+
+
+def test_code_stand_in_adds_tiles_but_no_tokens(model_code) -> None:
+    """A text-only batch still runs the vision tower: stand-in tiles flagged 0, no token added or trained."""
+    from hooks.data.records import runtime
+
+    code, fmt = model_code
+    data = runtime()
+    sample = data.build_sample(code, fmt, [("user", "Hi?"), ("assistant", "Hi.")], [], 4096)
+    batch = data.collate([sample], 0, frozenset({"input_ids", "attention_mask", "pixel_values", "image_flags"}),
+                         data.stand_in(code, fmt))
+    assert batch["input_ids"].shape == sample["input_ids"].shape
+    assert batch["pixel_values"].shape[0] >= 1 and not batch["image_flags"].any()

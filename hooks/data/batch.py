@@ -30,10 +30,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hooks.data import first_difference
+from hooks.data import first_difference, value_difference
 
 IGNORE = -100
-ATOL, RTOL = 1e-4, 1e-3
 
 # (name, system, turns); a turn's images are (width, height, rgb).
 SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]]]]]] = [
@@ -263,22 +262,6 @@ def _rows(batch: Any, key: str) -> list[list[Any]]:
     return value.tolist() if hasattr(value, "tolist") else [list(v) for v in value]
 
 
-def _difference(a: Any, b: Any) -> str:
-    """How two batch values differ, in words ("" when equal; floats within tolerance)."""
-    import torch
-
-    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
-        a, b = torch.as_tensor(a), torch.as_tensor(b)
-        if a.shape != b.shape:
-            return f"shape {tuple(a.shape)} vs {tuple(b.shape)}"
-        if a.is_floating_point() or b.is_floating_point():
-            if torch.allclose(a.double(), b.double(), atol=ATOL, rtol=RTOL):
-                return ""
-            return f"values differ by up to {float((a.double() - b.double()).abs().max()):.3g}"
-        return "" if torch.equal(a, b) else "values differ"
-    return "" if a == b else f"{a!r} vs {b!r}"
-
-
 def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, answers: list[str],
                    end_of_turn: str, forward_keys: set[str], forward_kwargs: bool) -> tuple[str, list[str]]:
     """(verdict, findings) for one sample: "match" or "mismatch" with the first difference in words."""
@@ -315,9 +298,9 @@ def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, an
             return "mismatch", [f"{name}: the batch lacks {key!r}, which the model's processor gives and forward takes"]
         if key in ("token_type_ids", "cross_attention_mask"):
             own_rows = [v for v, m in zip(_rows(own, key)[0], own_mask, strict=True) if m]
-            difference = _difference(_rows(ours, key)[0][:length], own_rows)
+            difference = value_difference(_rows(ours, key)[0][:length], own_rows)
         else:
-            difference = _difference(ours[key], own[key])
+            difference = value_difference(ours[key], own[key])
         if difference:
             return "mismatch", [f"{name}: {key!r} differs from the model's processor's ({difference})"]
     extra = [k for k in ours if k not in ("input_ids", "attention_mask", "labels") and k not in own.keys()]
@@ -379,6 +362,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         files = write_samples(work, video)
         batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
+        if (spec.get("sample_format") or {}).get("kind") == "code":  # no processor: the model's own chat()
+            return _code_check(batches, work, model_dir, spec)
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
         processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
@@ -424,6 +409,20 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
             verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys)
             findings += notes
     return {"verdict": verdict, "details": list(dict.fromkeys(findings)), "samples": names}
+
+
+def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Branch c without a processor class: against the model's own ``chat()`` (``hooks.data.model_code``)."""
+    from hooks.data.model_code import check_code
+    from mindspeed_mm.fsdp.utils.register import model_register
+
+    samples = []
+    for index, (name, _, turns) in enumerate(SAMPLES):
+        pictures = [work / f"s{index}_{k}.png" for k in range(sum(len(t[2]) for t in turns))]
+        user, answer = turns[0], turns[1][1] if len(turns) == 2 else None
+        samples.append((name, pictures, "<image>" * len(user[2]) + user[1], answer))
+    samples.append(("text only", [], "Say hi.", "Hi."))
+    return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.get("model_id")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,7 +45,8 @@ ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends
 CHECK_CODE = tuple(TEMPLATE_ROOT / p for p in (  # the check's own code: a verdict is cached on it too
     "hooks/data/batch.py", "hooks/data/media.py", "partials/processor_media.py"))
 EARLY_TIMEOUT_S = 300  # the forked evidence run's deadline (copier waits at most that long)
-DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py")
+DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py",
+                     "modeling_*.py", "remote_code/*.py")  # the model plugin: branch c's model code
 
 @dataclass
 class ParityResult:
@@ -390,18 +391,20 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     if why:
         return None, why
     branch = answers.get("data_branch")
-    sample_kind = ((answers["model_facts"].get("processor") or {}).get("sample_format") or {}).get("kind")
-    if branch == "c" and sample_kind != "chat":
+    sample_format = (answers["model_facts"].get("processor") or {}).get("sample_format") or {}
+    sample_kind = sample_format.get("kind")
+    if branch == "c" and sample_kind not in ("chat", "code"):
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
                       "the prompt and labels, so there is no second format to compare with")
     model_id = answers["model_id"]
     config = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
-    config["training"]["plugin"] = [p for p in config["training"]["plugin"]
+    config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(f"fsdp/models/{model_id}") or
-                                    answers.get("data_branch") == "b"]
+                                    branch == "b" or sample_kind == "code"]
     spec = {**spec_for(answers["model_facts"], bool(answers.get("trust_remote_code"))), "branch": branch}
     if branch == "c":
         spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
+        spec.update(model_id=model_id, sample_format=sample_format)
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     key = parity_key(dest, model_dir, config, data_plugin_files(config, dest), spec, python)
@@ -410,7 +413,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
         result = run_check(dest, model_dir, config, spec, python=python, mindspeed_home=mindspeed_home)
         _store(key, result)
     result.candidate = {"a": f"in-repo template {answers.get('chat_template')!r}",
-                        "c": "the dataset plugin (the model's processor and chat template)"}.get(
+                        "c": "the dataset plugin (the model's own data code and chat())" if sample_kind == "code"
+                        else "the dataset plugin (the model's processor and chat template)"}.get(
         branch, "the template derived from the model's own chat template")
     return result, ""
 

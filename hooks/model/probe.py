@@ -339,7 +339,6 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         attention = attention_support(model)
         build = {"how": how, "failures": failures,
                  "attention_set_by_model": attention_set_by_model(model) if getattr(config, "auto_map", None) else {}}
-        del model
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
@@ -369,6 +368,11 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     )
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params)
+        if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
+            from hooks.data.model_code import code_facts
+
+            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
+    del model
     # Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format.
     from hooks.data.candidates import recommend
 

@@ -1,0 +1,274 @@
+"""Branch c for a model without a processor class: its own data code, found and measured.
+
+InternVL-Chat-style releases ship no processor: image tiling lives in a function of the model's
+Python files (``load_image``), the chat format in a FastChat-style conversation module
+(``get_conv_template``), and the one complete statement of how they combine is the model's own
+``chat()``: it sets an attribute the forward needs (the image-context token's id), writes each
+image as a start token, one context token per feature of every tile and an end token, and passes
+per-tile tensors (``image_flags``). Rather than re-deriving any of that, this module
+
+- finds the two functions by name in the model class's module and the modules it imports
+  relatively (the files the post-generation task copies into the plugin's ``remote_code/``);
+- runs ``chat()`` on the model built without weights, with ``forward``/``generate`` replaced by a
+  recorder, and reads the format off what it would have passed: the ids (how an image is written,
+  context tokens per tile), the per-tile tensors, the attributes it set on the model, the
+  conversation template it asked for and the system message it left in it;
+- checks that the dataset runtime (``partials/processor_dataset.py``, ``code`` convention) rebuilds
+  ``chat()``'s prompt from those facts token for token. Data parity (``hooks.data.batch``) runs the
+  same recording on the user-facing samples as the reference.
+
+Running ``chat()`` needs the user's remote-code consent, which the probe has already been given.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from hooks.data import first_difference, value_difference
+
+IMAGE_FUNCTION, CONVERSATION_FUNCTION = "load_image", "get_conv_template"
+IGNORE = -100
+PASSED_THROUGH = ("input_ids", "attention_mask", "pixel_values", "labels", "position_ids")
+
+
+class _Recorded(Exception):
+    """Raised by the stand-in ``forward``/``generate``: ``chat()`` has said what it would run."""
+
+
+@dataclass
+class ChatCall:
+    """What the model's ``chat()`` would have run: its inputs, the attributes it set, its conversation."""
+
+    input_ids: list[int]
+    inputs: dict[str, Any]
+    attributes: dict[str, Any]
+    template: str | None
+    system_message: str | None
+
+
+def code_modules(cls: type) -> list[ModuleType]:
+    """The class's module and the loaded modules it imports relatively (the files postgen copies)."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    module = sys.modules[cls.__module__]
+    files = {Path(module.__file__).resolve(), *(Path(f).resolve() for f in get_relative_import_files(module.__file__))}
+    found = [m for m in list(sys.modules.values()) if getattr(m, "__file__", None) and Path(m.__file__).resolve()
+             in files]
+    return sorted({id(m): m for m in found}.values(), key=lambda m: m.__name__)
+
+
+def find_function(modules: list[ModuleType], name: str) -> Any | None:
+    """The function ``name`` defined in one of ``modules`` (not merely imported there)."""
+    for module in modules:
+        value = getattr(module, name, None)
+        if inspect.isfunction(value) and value.__module__ == module.__name__:
+            return value
+    return None
+
+
+def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -> ChatCall:
+    """Run the model's own ``chat()`` up to the model call, on ``model`` (built without weights)."""
+    calls: dict[str, Any] = {}
+    conversations: list[tuple[str | None, Any]] = []
+
+    def record(*args: Any, **kwargs: Any) -> Any:
+        calls.update(kwargs)
+        raise _Recorded
+
+    chat_module = sys.modules[type(model).chat.__module__]
+    original = getattr(chat_module, CONVERSATION_FUNCTION, None)
+
+    def conversation(name: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        conv = original(name, *args, **kwargs) if name is not None else original(*args, **kwargs)
+        conversations.append((name, conv))
+        return conv
+
+    before = {k: v for k, v in vars(model).items() if not k.startswith("_")}
+    model.forward = model.generate = record
+    if original is not None:
+        setattr(chat_module, CONVERSATION_FUNCTION, conversation)
+    params = inspect.signature(model.chat).parameters
+    extra = {"generation_config": {"max_new_tokens": 1}} if "generation_config" in params else {}
+    try:
+        model.chat(tokenizer, pixel_values, question, **extra)
+    except _Recorded:
+        pass
+    finally:
+        del model.forward, model.generate
+        if original is not None:
+            setattr(chat_module, CONVERSATION_FUNCTION, original)
+    if "input_ids" not in calls:
+        raise ValueError(f"{type(model).__name__}.chat() returned without calling the model")
+    attributes = {k: v for k, v in vars(model).items()
+                  if not k.startswith("_") and isinstance(v, (int, str)) and before.get(k) != v}
+    name, conv = conversations[-1] if conversations else (None, None)
+    return ChatCall(input_ids=calls["input_ids"][0].tolist(), inputs=calls, attributes=attributes, template=name,
+                    system_message=getattr(conv, "system_message", None))
+
+
+def image_text(call: ChatCall, tokenizer: Any, tiles: int) -> tuple[list[str], int]:
+    """(start, context token, end) of the image in ``chat()``'s ids, and context tokens per tile."""
+    context = next((v for k, v in call.attributes.items() if k.endswith("token_id") and isinstance(v, int)), None)
+    if context is None or context not in call.input_ids:
+        raise ValueError("chat() set no token-id attribute that its ids use for the image")
+    ids = call.input_ids
+    first, count = ids.index(context), ids.count(context)
+    last = first + count - 1
+    if ids[first:last + 1] != [context] * count or count % tiles or not 0 < first < last + 1 < len(ids):
+        raise ValueError("chat()'s image is not one run of context tokens between a start and an end token")
+    names = tokenizer.convert_ids_to_tokens([ids[first - 1], context, ids[last + 1]])
+    return names, count // tiles
+
+
+def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) -> dict[str, Any]:
+    """The ``code`` sample format and model attributes for the probe's facts; ``problems`` if it cannot be read."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    modules = code_modules(cls)
+    load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
+    missing = [name for name, f in ((IMAGE_FUNCTION, load_image), (CONVERSATION_FUNCTION, get_conv)) if f is None]
+    if missing or not callable(getattr(cls, "chat", None)):
+        what = ", ".join([*missing, *([] if callable(getattr(cls, "chat", None)) else ["a chat() method"])])
+        return {"problems": [f"the model's code has no {what}: branch c's dataset plugin builds samples with the "
+                             "model's own image function and conversation; add them to the plugin by hand"]}
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    image = Image.new("RGB", (128, 64), "red")  # wider than tall: more than one tile where the model tiles
+    pixels = load_image(image)
+    call = capture_chat(model, tokenizer, pixels, "Describe it.")
+    names, per_tile = image_text(call, tokenizer, pixels.shape[0])
+    flags = sorted(k for k, v in call.inputs.items() if k not in PASSED_THROUGH and hasattr(v, "shape")
+                   and v.shape[:1] == pixels.shape[:1] and bool((v == 1).all()))
+    fmt = {"kind": "code", "image_text": names, "per_tile": per_tile, "tile_flags": flags,
+           "image_function": f"{load_image.__module__.rpartition('.')[2]}.{IMAGE_FUNCTION}",
+           "image_defaults": {k: p.default for k, p in list(inspect.signature(load_image).parameters.items())[1:]
+                              if p.default is not inspect.Parameter.empty},
+           "conversation": f"{get_conv.__module__.rpartition('.')[2]}.{CONVERSATION_FUNCTION}",
+           "template": call.template, "system_message": call.system_message}
+    rebuilt = rebuild_prompt(fmt, tokenizer, load_image, get_conv, image, "Describe it.")
+    problems = [] if rebuilt == call.input_ids else [
+        f"the conversation and image text read off chat() do not rebuild its prompt (first difference at token "
+        f"{first_difference(rebuilt, call.input_ids)}); the dataset plugin needs review"]
+    return {"sample_format": fmt, "model_attributes": dict(sorted(call.attributes.items())),
+            "model_attribute_tokens": {k: tokenizer.convert_ids_to_tokens(v) for k, v in call.attributes.items()
+                                       if isinstance(v, int)}, "problems": problems}
+
+
+def runtime_code(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_conv: Any) -> tuple[Any, Any]:
+    """(ModelCode, SampleFormat) of the dataset runtime for these facts, as the generated plugin makes them."""
+    from hooks.data.records import runtime
+
+    data = runtime()
+
+    def conversation() -> Any:
+        conv = get_conv(fmt["template"]) if fmt.get("template") is not None else get_conv()
+        if fmt.get("system_message") is not None:
+            conv.system_message = fmt["system_message"]
+        return conv
+
+    return (data.ModelCode(tokenizer, load_image, conversation),
+            data.SampleFormat(kind="code", image_text=tuple(fmt["image_text"]), per_tile=fmt["per_tile"],
+                              tile_flags=tuple(fmt["tile_flags"])))
+
+
+def rebuild_prompt(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_conv: Any, image: Any,
+                   question: str) -> list[int]:
+    """The runtime's ids up to the answer, for one image and ``question``."""
+    code, sample_format = runtime_code(fmt, tokenizer, load_image, get_conv)
+    from hooks.data.records import runtime
+
+    sample = runtime().build_sample(code, sample_format, [("user", question), ("assistant", "Yes.")], [image], 1 << 20)
+    labels = sample["labels"][0].tolist()
+    return sample["input_ids"][0].tolist()[:next(i for i, v in enumerate(labels) if v != -100)]
+
+
+# --- data parity (run by hooks.data.batch inside the framework's environment) ----------------------
+
+
+def end_of_turn(get_conv: Any, fmt: dict[str, Any]) -> str:
+    """What the model's conversation writes right after an answer, up to whitespace (``<|im_end|>``)."""
+    conv = runtime_code(fmt, None, None, get_conv)[0].conversation()
+    conv.append_message(conv.roles[0], "Q")
+    conv.append_message(conv.roles[1], "\x00")
+    after = conv.get_prompt().split("\x00", 1)[1].split()
+    return after[0] if after else ""
+
+
+def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str]], model_dir: Path,
+               spec: dict[str, Any], model_class: type | None) -> dict[str, Any]:
+    """Compare the dataset plugin's batches with the model's own ``chat()`` on the same image and question.
+
+    ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch.
+    ``chat()`` takes one image and one question: that sample is compared token for token, pixel for
+    pixel and flag for flag; the others must build; the text-only batch must carry stand-in tiles
+    that are flagged 0 and add no tokens. ``model_class``: the model plugin's registered class, whose
+    build must carry every attribute ``chat()`` sets.
+    """
+    import torch
+    import transformers
+    from PIL import Image
+
+    from hooks.model.build import build_structure, resolve_model_class
+
+    trust = bool(spec.get("trust_remote_code"))
+    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust)
+    cls = resolve_model_class(config, model_dir, trust_remote_code=trust)
+    model, _, _ = build_structure(cls, config, model_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
+    modules = code_modules(cls)
+    load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
+    eot = end_of_turn(get_conv, spec["sample_format"])
+    details, names, call = [], [], None
+    for (name, images, question, answer), (length, ours) in zip(samples, batches, strict=True):
+        names.append(name)
+        if isinstance(ours, Exception):
+            return {"verdict": "mismatch", "details": [*details, f"{name}: the dataset plugin fails on it "
+                                                                 f"({type(ours).__name__}: {ours})"], "samples": names}
+        if not images:  # text only: stand-in tiles, flagged 0, no tokens
+            flags = [ours[k] for k in spec["sample_format"]["tile_flags"]]
+            if ours["input_ids"].shape[1] != length or "pixel_values" not in ours or any(bool(f.any()) for f in flags):
+                return {"verdict": "mismatch", "details": [*details, f"{name}: the batch lacks stand-in tiles flagged "
+                                                                     "0 (a rank without images would hang the others)"],
+                        "samples": names}
+            details.append(f"{name}: stand-in tiles added, flagged 0, no tokens")
+            continue
+        if len(images) != 1 or answer is None:
+            details.append(f"{name}: built; not compared (the model's own chat() takes one image and one question)")
+            continue
+        pixels = load_image(Image.open(images[0]).convert("RGB"))
+        call = capture_chat(model, tokenizer, pixels, question)
+        ids, labels = ours["input_ids"][0].tolist(), ours["labels"][0].tolist()
+        prompt = call.input_ids
+        if ids[:len(prompt)] != prompt:
+            at = first_difference(ids, prompt)
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: input_ids differ from the model's own chat() at token {at}: the plugin writes "
+                          f"{tokenizer.decode(ids[max(at - 3, 0):at + 4])!r}, chat() "
+                          f"{tokenizer.decode(prompt[max(at - 3, 0):at + 4])!r}"]}
+        trained = [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE]
+        if any(lab != IGNORE for lab in labels[:len(prompt)]) or tokenizer.decode(trained) != answer + eot:
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: trains {tokenizer.decode(trained)!r}, not the answer and its end of turn "
+                          f"{answer + eot!r}"]}
+        for key, value in call.inputs.items():
+            if key in ("input_ids", "attention_mask") or not isinstance(value, torch.Tensor):
+                continue
+            difference = "missing" if key not in ours else value_difference(ours[key], value)
+            if difference:
+                return {"verdict": "mismatch", "samples": names,
+                        "details": [*details, f"{name}: {key!r} differs from what chat() passes ({difference})"]}
+        details.append(f"{name}: same ids as the model's own chat() up to the answer, the answer and {eot!r} "
+                       f"trained, same {', '.join(sorted(k for k in call.inputs if k != 'input_ids'))}")
+    if model_class is not None and call is not None:
+        built, _, _ = build_structure(model_class, config, model_dir)
+        wrong = {k: getattr(built, k, None) for k, v in call.attributes.items() if getattr(built, k, None) != v}
+        if wrong:
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"the model plugin's build has {wrong}, where chat() sets {call.attributes}"]}
+        details.append(f"the model plugin sets {call.attributes}, as chat() does")
+    return {"verdict": "match", "details": details, "samples": names}
