@@ -112,6 +112,22 @@ def test_remote_code_without_a_processor_trains_on_its_own_data_code(checkout: P
     assert "the model plugin sets {'img_context_token_id'" in report
 
 
+def test_a_config_autoconfig_cannot_load_trains_on_the_custom_model_path(checkout: Path, tiny_models,
+                                                                         template_src: Path) -> None:
+    """custom_tiles (no model_type, no auto_map): the plugin implements BaseModel and the trainer builds it on
+    its custom-model path; the rest as remote_tiles."""
+    model_id = "custom"
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id,
+                model_path=tiny_models("custom_tiles"), trust_remote_code=True)
+    _passes(done, checkout, model_id)
+    assert "data parity: MATCH" in done.stdout
+    assert "BaseModel" in (checkout / "mindspeed_mm" / "fsdp" / "models" / model_id / f"modeling_{model_id}.py"
+                           ).read_text()
+    log = (Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_trainer.log").read_text()
+    assert "Building custom model" in log
+    assert "custom-model path" in (checkout / "examples" / model_id / "MIGRATION.md").read_text()
+
+
 @pytest.mark.parametrize("arch", ["glm4v_moe", pytest.param("llava", marks=FULL), pytest.param("mllama", marks=FULL)])
 def test_chat_families_on_branch_c_match_their_own_format(arch: str, checkout: Path, tiny_models,
                                                            template_src: Path) -> None:

@@ -22,6 +22,7 @@ from hooks.tiny import all_builders
 from tests.conftest import TEMPLATE_ROOT
 
 ARCHS = sorted(all_builders())
+OWN_CODE = ("remote", "custom")  # fixtures whose folder's own code defines the model: consent needed
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def facts_by_arch(tiny_models) -> dict[str, dict]:
 
     def get(arch: str) -> dict:
         if arch not in cache:
-            facts = probe(tiny_models(arch), trust_remote_code=arch.startswith("remote"))
+            facts = probe(tiny_models(arch), trust_remote_code=arch.startswith(OWN_CODE))
             cache[arch] = json.loads(facts.to_json(with_timings=False))
         return cache[arch]
 
@@ -50,7 +51,13 @@ def test_plan_matches_real_model(arch: str, tiny_models, facts_by_arch) -> None:
     config = json.loads((tiny_models(arch) / "config.json").read_text())
     auto = next((k for k in ("AutoModelForImageTextToText", "AutoModelForCausalLM") if k in config.get("auto_map", {})),
                 "AutoModelForImageTextToText")  # remote_tiles registers as a causal LM, as InternVL-Chat does
-    model = getattr(transformers, auto).from_pretrained(tiny_models(arch), trust_remote_code=arch.startswith("remote"))
+    if facts["custom_model"]:  # no model_type: only the folder's own class loads it (MindSpeed-MM's custom path)
+        from hooks.model.build import load_config_and_class
+
+        model = load_config_and_class(tiny_models(arch), trust_remote_code=True)[1].from_pretrained(tiny_models(arch))
+    else:
+        model = getattr(transformers, auto).from_pretrained(tiny_models(arch),
+                                                            trust_remote_code=arch.startswith(OWN_CODE))
     names = [name for name, _ in model.named_modules()]
     for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
         assert any(module_name_match(pattern, n) for n in names), pattern
@@ -69,7 +76,7 @@ def test_scaffold_renders(arch: str, tiny_models, facts_by_arch, template_src: P
     dest = rendered_root / arch
     run_copy(str(template_src), dest, data={
         "model_id": f"tiny_{arch}", "model_path": str(tiny_models(arch)), "model_facts": facts,
-        "trust_remote_code": arch.startswith("remote"), "data_branch": facts["recommended_branch"],
+        "trust_remote_code": arch.startswith(OWN_CODE), "data_branch": facts["recommended_branch"],
     }, defaults=True, unsafe=True, skip_tasks=True, quiet=True)
     config = dest / "examples" / f"tiny_{arch}" / f"tiny_{arch}_config.yaml"
     import yaml
@@ -89,19 +96,20 @@ def test_rendered_python_is_ruff_clean(rendered_root: Path) -> None:
     assert done.returncode == 0, done.stdout
 
 
-# remote_tiles has no processor class: its batches come from a branch-C dataset plugin built on the
-# model's own preprocessing (issue 11), which the contract smoke's processor-driven batch is not.
-NO_PROCESSOR = pytest.mark.skip(reason="no processor class: batches need the branch-C dataset plugin (issue 11)")
+# remote_tiles and custom_tiles have no processor class: their batches come from the branch-C dataset plugin
+# built on the model's own data code, which the contract smoke's processor-driven batch is not; tier 2 trains
+# them through that plugin and the real trainer (tests/test_branch_c_framework.py).
+NO_PROCESSOR = pytest.mark.skip(reason="no processor class: batches come from the branch-C dataset plugin (tier 2)")
 
 
-@pytest.mark.parametrize("arch", [pytest.param(a, marks=NO_PROCESSOR) if a == "remote_tiles" else a for a in ARCHS])
+@pytest.mark.parametrize("arch", [pytest.param(a, marks=NO_PROCESSOR) if a.endswith("_tiles") else a for a in ARCHS])
 def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
     from hooks.smoke.contract import run_contract_smoke
 
     facts = facts_by_arch(arch)
     result = run_contract_smoke(tiny_models(arch), facts["plan"]["apply_modules"], steps=5,
                                 recompute=facts["plan"]["recompute_modules"],
-                                trust_remote_code=arch.startswith("remote"), fork=True)
+                                trust_remote_code=arch.startswith(OWN_CODE), fork=True)
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
 
 

@@ -189,3 +189,38 @@ def test_code_stand_in_adds_tiles_but_no_tokens(model_code) -> None:
                          data.stand_in(code, fmt))
     assert batch["input_ids"].shape == sample["input_ids"].shape
     assert batch["pixel_values"].shape[0] >= 1 and not batch["image_flags"].any()
+
+
+# --- custom_tiles: a config.json AutoConfig cannot load (MindSpeed-MM's custom-model path) ------------
+
+
+def test_custom_model_is_probed_through_the_class_architectures_names(tiny_models) -> None:
+    from hooks.model.probe import probe
+
+    facts = probe(tiny_models("custom_tiles"), trust_remote_code=True)
+    assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
+    assert facts.processor["sample_format"]["kind"] == "code" and facts.recommended_branch == "c"
+
+
+def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:
+    from hooks.model.build import ProbeError
+    from hooks.model.probe import check_model_dir, probe
+
+    with pytest.raises(ProbeError, match="^trust_remote_code: config.json has neither model_type nor auto_map"):
+        check_model_dir(tiny_models("custom_tiles"), trust_remote_code=False)
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_models("custom_tiles"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["NoSuchModel"]}))
+    with pytest.raises(ProbeError, match=r"^model_path: .* no \*\.py file in the folder defines a class named"):
+        probe(folder, trust_remote_code=True)
+
+
+def test_shrunk_custom_model_stays_custom(tiny_models, tmp_path: Path) -> None:
+    """The smoke's shrunk copy must take the same framework path: no model_type appears in its config.json."""
+    from hooks.model.shrink import shrink_model_dir
+
+    out = shrink_model_dir(tiny_models("custom_tiles"), tmp_path / "small", trust_remote_code=True)
+    config = json.loads((out / "config.json").read_text())
+    assert "model_type" not in config and "auto_map" not in config
+    assert config["architectures"] == ["RemoteTilesForCausalLM"]

@@ -217,12 +217,10 @@ def _single_process_group(work: Path) -> None:
 
 def meta_model(model_dir: Path, trust_remote_code: bool) -> Any:
     """The model on the meta device when its collator-side hook (``get_rope_index``) needs it, else None."""
-    import transformers
 
-    from hooks.model.build import build_meta_model, resolve_model_class
+    from hooks.model.build import build_meta_model, load_config_and_class
 
-    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-    cls = resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code)
+    config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     model = build_meta_model(cls, config)
     has_rope = hasattr(model, "get_rope_index") or hasattr(getattr(model, "model", None), "get_rope_index")
     return model if has_rope else None

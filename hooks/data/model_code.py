@@ -213,11 +213,10 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     import transformers
     from PIL import Image
 
-    from hooks.model.build import build_structure, resolve_model_class
+    from hooks.model.build import build_structure, load_config_and_class
 
     trust = bool(spec.get("trust_remote_code"))
-    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust)
-    cls = resolve_model_class(config, model_dir, trust_remote_code=trust)
+    config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     model, _, _ = build_structure(cls, config, model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
     modules = code_modules(cls)

@@ -30,7 +30,8 @@ from hooks.model.build import (
     _gc_paused,
     build_meta_model,  # noqa: F401 - re-exported: tests and benchmarks build through it
     build_structure,
-    resolve_model_class,
+    is_custom_model,
+    load_config_and_class,
 )
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
@@ -60,6 +61,7 @@ class ModelFacts:
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
     build: dict[str, Any] = field(default_factory=dict)  # how the structure was built, what failed, attention set
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
+    custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
     timings: dict[str, float] = field(default_factory=dict)
 
     def to_json(self, *, with_timings: bool = True) -> str:
@@ -85,6 +87,10 @@ def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
             "trust_remote_code: config.json has auto_map (custom modeling code in the model folder); "
             "review those *.py files and answer trust_remote_code=true to allow it"
         )
+    if is_custom_model(raw) and not trust_remote_code:
+        raise ProbeError(
+            "trust_remote_code: config.json has neither model_type nor auto_map, so the model is built from the "
+            "folder's own *.py code (MindSpeed-MM's custom-model path); review it and answer trust_remote_code=true")
     return raw
 
 
@@ -280,8 +286,8 @@ def _one_image_prompt(proc: Any) -> str:
     return f"{token} Describe it."
 
 
-def processor_facts(model_dir: Path, *, trust_remote_code: bool,
-                    forward_params: list[str] | None = None) -> dict[str, Any]:
+def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
+                    custom: bool = False) -> dict[str, Any]:
     """Processor class, the keys it emits for one image + text, and the chat/media format read off it.
 
     Best effort: a processor that cannot be loaded is reported (``error``), never fatal here.
@@ -294,7 +300,12 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool,
         from PIL import Image
         from transformers import AutoProcessor
 
-        proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        if custom:  # AutoProcessor reads config.json's model_type too; the tokenizer stands alone
+            from transformers import AutoTokenizer
+
+            proc = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        else:
+            proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
         if hasattr(proc, "tokenizer"):
@@ -325,11 +336,9 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
 
     ensure_torchvision()  # transformers' modeling imports pull in torchvision when it is installed
     import torch  # noqa: F401 - timed separately from config loading
-    import transformers
 
     t1 = time.perf_counter()
-    config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-    cls = resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code)
+    config, cls, custom = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     t2, cpu2 = time.perf_counter(), time.process_time()
     with _gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
         model, how, failures = build_structure(cls, config, model_dir)
@@ -337,8 +346,9 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         table = module_table(model)
         plan: Plan = derive_plan(table)
         attention = attention_support(model)
+        own_code = bool(getattr(config, "auto_map", None)) or custom
         build = {"how": how, "failures": failures,
-                 "attention_set_by_model": attention_set_by_model(model) if getattr(config, "auto_map", None) else {}}
+                 "attention_set_by_model": attention_set_by_model(model) if own_code else {}}
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
@@ -347,7 +357,8 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         model_type=model_type,
         architecture=cls.__name__,
         class_module=cls.__module__,
-        remote_code=bool(getattr(config, "auto_map", None)),
+        remote_code=own_code,
+        custom_model=custom,
         sub_configs=sub_configs(config),
         num_parameters=table.total_params,
         forward_params=params,
@@ -367,7 +378,8 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         unused_media=unused_media_params(cls),
     )
     if with_processor:
-        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params)
+        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params,
+                                          custom=custom)
         if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
             from hooks.data.model_code import code_facts
 

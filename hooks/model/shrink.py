@@ -619,13 +619,14 @@ def _target_dtype(config: Any) -> Any:
     return torch.bfloat16
 
 
-def load_and_shrink_config(src: Path, dims: Dims, trust_remote_code: bool) -> Any:
-    """Read ``src/config.json`` through AutoConfig and rebuild the same config class, shrunk."""
-    from transformers import AutoConfig
+def load_and_shrink_config(src: Path, dims: Dims, trust_remote_code: bool) -> tuple[Any, type | None]:
+    """Read ``src/config.json`` as MindSpeed-MM does (AutoConfig, else the custom-model path) and rebuild the
+    same config class, shrunk; with the model class when only the folder's code names it (custom path)."""
+    from hooks.model.build import load_config_and_class
 
-    config = AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code)
+    config, cls, custom = load_config_and_class(Path(src), trust_remote_code=trust_remote_code)
     data = shrink_config_dict(config.to_dict(), dims)
-    return type(config).from_dict(data)
+    return type(config).from_dict(data), cls if custom else None
 
 
 # Model -------------------------------------------------------------------------------------
@@ -656,13 +657,13 @@ def model_class(config: Any, src: Path, trust_remote_code: bool) -> Any | None:
     return getattr(transformers, arch, None) if arch else None
 
 
-def build_random_model(config: Any, src: Path, trust_remote_code: bool, seed: int) -> Any:
+def build_random_model(config: Any, src: Path, trust_remote_code: bool, seed: int, cls: type | None = None) -> Any:
     """Instantiate random weights with the real class; the seed makes them reproducible."""
     import torch
     from transformers import AutoModelForImageTextToText
 
     torch.manual_seed(seed)
-    cls = model_class(config, src, trust_remote_code)
+    cls = cls or model_class(config, src, trust_remote_code)
     if cls is None:
         model = AutoModelForImageTextToText.from_config(config, trust_remote_code=trust_remote_code)
     elif hasattr(cls, "_from_config"):
@@ -704,17 +705,23 @@ def copy_non_weight_files(src: Path, dest: Path) -> list[str]:
 
 
 def keep_model_type(src: Path, out: Path) -> None:
-    """Keep the source's ``model_type`` spelling in the shrunk ``config.json``.
+    """Keep the source's ``model_type`` spelling (or its absence) in the shrunk ``config.json``.
 
     ``save_pretrained`` writes the config class's own spelling, which can differ from the
     Auto key the source uses: transformers 4.57.1 saves ``Lfm2VlConfig`` as ``lfm2-vl``,
     a name ``AutoConfig`` does not know, while ``lfm2_vl`` loads.
     """
-    want = json.loads((src / "config.json").read_text()).get("model_type")
+    source = json.loads((src / "config.json").read_text())
+    want = source.get("model_type")
     path = out / "config.json"
     data = json.loads(path.read_text())
+    kept = dict(data)
     if want and data.get("model_type") != want:
         data["model_type"] = want
+    elif not want and not source.get("auto_map"):  # a custom model stays one: AutoConfig must not load the copy
+        data.pop("model_type", None)
+        data.pop("auto_map", None)
+    if data != kept:
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
@@ -757,8 +764,8 @@ def _shrink(src: Path, dest: Path, trust_remote_code: bool, layers: int, seed: i
         raise ValueError("layers must be >= 2 so every repeated block container keeps two entries")
     if not (src / "config.json").is_file():
         raise FileNotFoundError(f"{src}/config.json not found")
-    config = load_and_shrink_config(src, Dims(layers=layers), trust_remote_code)
-    model = build_random_model(config, src, trust_remote_code, seed)
+    config, custom_class = load_and_shrink_config(src, Dims(layers=layers), trust_remote_code)
+    model = build_random_model(config, src, trust_remote_code, seed, custom_class)
     params, vocab_params = _count_params(model)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))

@@ -83,10 +83,14 @@ def model_dir_error(model_path: str) -> str:
 
 
 def has_auto_map(model_path: str) -> bool:
-    """Whether config.json names the folder's own code (``auto_map``): only then is consent asked for."""
+    """Whether the folder's own code defines the model (``auto_map``, or neither it nor ``model_type``: the
+    custom-model path): only then is consent asked for."""
+    from hooks.model.build import is_custom_model
+
     config = Path(os.path.expanduser(str(model_path or ""))) / "config.json"
     try:
-        return bool(json.loads(config.read_text()).get("auto_map"))
+        raw = json.loads(config.read_text())
+        return bool(raw.get("auto_map")) or is_custom_model(raw)
     except (OSError, ValueError, AttributeError):
         return False
 

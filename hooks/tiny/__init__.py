@@ -118,6 +118,8 @@ def build_tiny_model(arch: str, dest: Path, *, seed: int = 0) -> Path:
         parts = builders[arch]()
         _write_model(parts, tmp, seed)
         parts.processor.save_pretrained(tmp)
+        if parts.finish is not None:
+            parts.finish(tmp)
         (tmp / MARKER).write_text(json.dumps(_marker(arch, seed), sort_keys=True, indent=2) + "\n")
         _publish_mode(tmp)
         _replace_dir(tmp, dest)

@@ -6,8 +6,9 @@ groups, mRoPE sections and experts stay non-trivial (see ``hooks.tiny`` for the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 # Sizes shared by every family: small enough to build and run in seconds on a CPU,
@@ -400,6 +401,7 @@ class TinyParts:
     config: Any  # transformers.PretrainedConfig
     processor: Any  # transformers.ProcessorMixin
     model_class: type
+    finish: Callable[[Path], None] | None = None  # edits the saved folder (e.g. what a release left out)
 
 
 def _qwen_pixel_budget(patch: int, merge: int) -> dict[str, int]:

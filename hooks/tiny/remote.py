@@ -156,3 +156,27 @@ def _build_remote_tiles() -> TinyParts:
 
 
 BUILDERS[TILES_ARCH] = _build_remote_tiles
+
+
+# ---------------------------------------------------------------------------- custom_tiles
+
+CUSTOM_ARCH = "custom_tiles"
+
+
+def _without_model_type(folder: Path) -> None:
+    """config.json as some releases ship it: no ``model_type``, no ``auto_map``, only ``architectures``."""
+    import json
+
+    path = folder / "config.json"
+    data = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("model_type", "auto_map")}
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _build_custom_tiles() -> TinyParts:
+    """``remote_tiles`` whose config.json AutoConfig cannot load at all: MindSpeed-MM's custom-model path
+    (``BaseModel``: ``_from_config``/``from_pretrained`` on the folder's code, "Building custom model")."""
+    parts = _build_remote_tiles()
+    return TinyParts(parts.config, parts.processor, parts.model_class, finish=_without_model_type)
+
+
+BUILDERS[CUSTOM_ARCH] = _build_custom_tiles
