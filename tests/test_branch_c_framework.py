@@ -76,7 +76,7 @@ def test_no_chat_template_defaults_to_branch_c_and_trains(arch: str, checkout: P
 @pytest.mark.parametrize(("arch", "data", "fields"), [
     ("qwen2_5_vl", "train.jsonl", {"images": "img", "prompt": "q", "response": "a"}),
     pytest.param("gemma3", "turns.jsonl", {"images": "img", "conversations": "turns"}, marks=FULL),
-    pytest.param("remote_tiles", "turns.jsonl", {"images": "img", "conversations": "turns"}, marks=FULL),
+    ("remote_tiles", "turns.jsonl", {"images": "img", "conversations": "turns"}),
 ])
 def test_jsonl_records_through_data_fields_train(arch: str, data: str, fields: dict, checkout: Path, tiny_models,
                                                  template_src: Path, records: Path) -> None:

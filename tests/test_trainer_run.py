@@ -212,6 +212,13 @@ def test_smoke_yaml_keeps_attention_on_npu(tmp_path: Path) -> None:
     assert _smoke(tmp_path, _generated(), device="npu")["model"]["attn_implementation"] == "flash_attention_2"
 
 
+def test_smoke_yaml_falls_back_to_eager_without_sdpa(tmp_path: Path) -> None:
+    """Off-NPU, flash attention becomes SDPA, or eager for a class that does not declare SDPA."""
+    cfg = smoke_yaml(_generated(), model_dir=tmp_path / "tiny", data_json=_data(tmp_path), media_root=tmp_path,
+                     work_dir=tmp_path / "work", iters=5, device="cpu", sdpa=False)
+    assert cfg["model"]["attn_implementation"] == "eager"
+
+
 def test_smoke_yaml_max_samples_capped_by_dataset(tmp_path: Path) -> None:
     generated = _generated()
     generated["data"]["dataset_param"]["basic_parameters"]["max_samples"] = 2

@@ -97,7 +97,7 @@ def run_smoke(
             dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
-            progress=progress,
+            progress=progress, sdpa=(facts.get("attention") or {}).get("sdpa", True),
         )
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke

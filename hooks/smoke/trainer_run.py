@@ -328,15 +328,16 @@ def _sub(cfg: dict[str, Any], *keys: str) -> dict[str, Any]:
     return node
 
 
-def _smoke_model(cfg: dict[str, Any], model_dir: str, device: str) -> None:
-    """Point the model at the tiny checkpoint; off-NPU, SDPA for flash attention (the repo's is NPU-only).
+def _smoke_model(cfg: dict[str, Any], model_dir: str, device: str, sdpa: bool = True) -> None:
+    """Point the model at the tiny checkpoint; off-NPU, flash attention (the repo's is NPU-only) becomes SDPA,
+    or eager where the model does not declare SDPA (transformers refuses to build it with SDPA then).
 
     An ``eager`` or ``sdpa`` choice stays: the YAML holds what the model declares it can run.
     """
     model = _sub(cfg, "model")
     model["model_name_or_path"] = model_dir
     if device != "npu" and model.get("attn_implementation", "flash_attention_2") == "flash_attention_2":
-        model["attn_implementation"] = "sdpa"
+        model["attn_implementation"] = "sdpa" if sdpa else "eager"
 
 
 def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir: Path) -> None:
@@ -434,6 +435,7 @@ def smoke_yaml(
     iters: int = 5,
     device: str,
     nproc: int = 2,
+    sdpa: bool = True,
 ) -> dict[str, Any]:
     """Derive the smoke config from a generated one: same plans/freeze/features, tiny everything else.
 
@@ -447,7 +449,7 @@ def smoke_yaml(
     otherwise the model is built with ``from_pretrained(model_dir)``.
     """
     cfg = copy.deepcopy(generated_yaml)
-    _smoke_model(cfg, str(model_dir), device)
+    _smoke_model(cfg, str(model_dir), device, sdpa)
     _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir))
     _smoke_parallel(cfg, device, nproc)
     _smoke_features(cfg, device)
@@ -498,6 +500,7 @@ def run_framework_smoke(
     timeout_s: float = 900,
     device: str | None = None,
     progress: Progress | None = None,
+    sdpa: bool = True,
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
@@ -516,6 +519,7 @@ def run_framework_smoke(
         iters=iters,
         device=device,
         nproc=nproc,
+        sdpa=sdpa,
     )
     yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
