@@ -94,7 +94,7 @@ def test_remote_code_model_is_registered(tiny_models) -> None:
     from hooks.tiny import all_builders, build_tiny_model
     from hooks.tiny.remote import BUILDERS
 
-    assert "remote_vlm" in all_builders() and set(BUILDERS) == {"remote_vlm", "remote_tiles"}
+    assert "remote_vlm" in all_builders() and set(BUILDERS) == {"remote_vlm", "remote_tiles", "custom_tiles"}
     model_dir = tiny_models("remote_vlm")
     assert build_tiny_model("remote_vlm", model_dir) == model_dir  # same arch and seed: reused as is
 

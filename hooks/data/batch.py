@@ -218,7 +218,8 @@ def _single_process_group(work: Path) -> None:
 def meta_model(model_dir: Path, trust_remote_code: bool) -> Any:
     """The model on the meta device when its collator-side hook (``get_rope_index``) needs it, else None."""
 
-    from hooks.model.build import build_meta_model, load_config_and_class
+    from hooks.model.build import build_meta_model
+    from hooks.model.loading import load_config_and_class
 
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     model = build_meta_model(cls, config)

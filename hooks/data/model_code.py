@@ -213,7 +213,8 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     import transformers
     from PIL import Image
 
-    from hooks.model.build import build_structure, load_config_and_class
+    from hooks.model.build import build_structure
+    from hooks.model.loading import load_config_and_class
 
     trust = bool(spec.get("trust_remote_code"))
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)

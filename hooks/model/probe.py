@@ -30,9 +30,9 @@ from hooks.model.build import (
     _gc_paused,
     build_meta_model,  # noqa: F401 - re-exported: tests and benchmarks build through it
     build_structure,
-    is_custom_model,
-    load_config_and_class,
+    resolve_model_class,  # noqa: F401 - re-exported: tests and benchmarks resolve through it
 )
+from hooks.model.loading import is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 
 
@@ -69,6 +69,10 @@ class ModelFacts:
         if not with_timings:
             data.pop("timings")
         return json.dumps(data, sort_keys=True)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model")
 
 
 def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
@@ -300,12 +304,16 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
         from PIL import Image
         from transformers import AutoProcessor
 
-        if custom:  # AutoProcessor reads config.json's model_type too; the tokenizer stands alone
-            from transformers import AutoTokenizer
+        try:
+            if custom:  # AutoProcessor reads config.json's model_type too; the tokenizer stands alone
+                from transformers import AutoTokenizer
 
-            proc = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-        else:
-            proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+                proc = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+            else:
+                proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        except Exception as err:  # noqa: BLE001 - the data path cannot start without it: the copy stops on this
+            facts["unloadable"] = True
+            raise err
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
         if hasattr(proc, "tokenizer"):
@@ -328,10 +336,24 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
     return facts
 
 
+def check_interpreter() -> None:
+    """The interpreter the user named must be the training environment: torch and transformers import."""
+    for package in ("torch", "transformers"):
+        try:
+            __import__(package)
+        except ImportError as err:
+            raise ProbeError(f"python: {sys.executable} cannot import {package} ({err}); answer the interpreter of the "
+                             "training environment (torch and transformers 4.57.x installed)") from err
+
+
 def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True) -> ModelFacts:
     """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input."""
     t0 = time.perf_counter()
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
+    if with_processor and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ProbeError(f"model_path: {model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
+                         "copy them from the model's release into the folder")
+    check_interpreter()
     from hooks.compat import ensure_torchvision
 
     ensure_torchvision()  # transformers' modeling imports pull in torchvision when it is installed
@@ -380,6 +402,11 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params,
                                           custom=custom)
+        if facts.processor.get("unloadable"):
+            raise ProbeError(f"model_path: the model's processor does not load from {model_dir} "
+                             f"({facts.processor['error'][:300]}); the data path needs it: copy the processor and "
+                             "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
+                             "chat template) from the model's release")
         if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
             from hooks.data.model_code import code_facts
 

@@ -622,7 +622,7 @@ def _target_dtype(config: Any) -> Any:
 def load_and_shrink_config(src: Path, dims: Dims, trust_remote_code: bool) -> tuple[Any, type | None]:
     """Read ``src/config.json`` as MindSpeed-MM does (AutoConfig, else the custom-model path) and rebuild the
     same config class, shrunk; with the model class when only the folder's code names it (custom path)."""
-    from hooks.model.build import load_config_and_class
+    from hooks.model.loading import load_config_and_class
 
     config, cls, custom = load_config_and_class(Path(src), trust_remote_code=trust_remote_code)
     data = shrink_config_dict(config.to_dict(), dims)

@@ -85,7 +85,7 @@ def model_dir_error(model_path: str) -> str:
 def has_auto_map(model_path: str) -> bool:
     """Whether the folder's own code defines the model (``auto_map``, or neither it nor ``model_type``: the
     custom-model path): only then is consent asked for."""
-    from hooks.model.build import is_custom_model
+    from hooks.model.loading import is_custom_model
 
     config = Path(os.path.expanduser(str(model_path or ""))) / "config.json"
     try:
@@ -172,6 +172,8 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"
     if code not in (0, 1) or not out.strip():
+        if os.environ.get("MSMM_DEBUG") == "1":  # the probe's whole output, traceback included
+            print(err, file=sys.stderr, flush=True)
         tail = (err.strip().splitlines() or ["no output"])[-1]
         if tail.startswith("error: "):
             return tail[len("error: "):]  # our one-line message: bad input, the model's code, a timeout
@@ -249,19 +251,44 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     return json.dumps(evidence, sort_keys=True)
 
 
-def fields_error(data_json: str, data_fields: str) -> str:
-    """Branch c's field mapping against the first record of the data (``hooks.data.records``)."""
+def fields_error(data_json: str, data_fields: str, media_root: str = "") -> str:
+    """Branch c's field mapping against the first record of the data (``hooks.data.records``), then the media
+    the mapped records name (``hooks.data.preflight``)."""
+    from hooks.data.preflight import media_error
     from hooks.data.records import fields_error as check
+    from hooks.data.records import parse_fields, runtime
 
-    return check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
+    problem = check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
+    if problem:
+        return problem
+    return media_error(str(data_json or ""), str(media_root or ""),
+                       runtime().FieldMap(**parse_fields(str(data_fields or ""))).images_of)
 
 
-def path_error(field: str, value: str, *, kind: str = "file") -> str:
-    if not value:
-        return ""
-    path = Path(os.path.expanduser(str(value)))
-    ok = path.is_file() if kind == "file" else path.is_dir()
-    return "" if ok else f"{field}: {path} is not an existing {kind}; fix the path or leave it empty"
+def data_error(data_json: str, data_branch: str = "a") -> str:
+    """The data file parses, holds records and (branches a, b) is in the huggingface shape."""
+    from hooks.data.preflight import data_error as check
+
+    return check(str(data_json or ""), str(data_branch or "a"))
+
+
+def media_error(data_json: str, media_root: str, data_branch: str = "a") -> str:
+    """``media_root`` is a folder and (branches a, b) the first records' media exist inside it; branch c's
+    records are checked through their mapping at the data_fields question."""
+    from hooks.data.preflight import media_error as check
+
+    if data_branch == "c":
+        return check("", str(media_root or ""))  # the folder only
+    return check(str(data_json or ""), str(media_root or ""))
+
+
+def count_error(value: object, field: str) -> str:
+    """A count answer (devices per node) is a whole number of at least 1."""
+    try:
+        ok = int(str(value)) >= 1
+    except ValueError:
+        ok = False
+    return "" if ok else f"{field}: {value!r} is not a whole number of at least 1; answer e.g. 8"
 
 
 def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Callable[..., str]:
@@ -304,7 +331,9 @@ class MigrateExtension(Extension):
             msmm_probe_json=probe_json,
             msmm_data_evidence=data_evidence,
             msmm_has_auto_map=has_auto_map,
-            msmm_path_error=_stop_on_error(path_error),
+            msmm_data_error=_stop_on_error(data_error),
+            msmm_media_error=_stop_on_error(media_error),
             msmm_fields_error=_stop_on_error(fields_error),
+            msmm_count_error=_stop_on_error(count_error),
             **RENDER_FILTERS,
         )

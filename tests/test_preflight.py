@@ -1,0 +1,228 @@
+"""Pre-flight (issue 15): every bad answer stops the copy before anything is written, in one line that
+names the field and the fix, and the checkout's ``git status`` stays empty.
+
+Each case runs ``copier copy --trust --defaults -d ...`` through copier's real CLI into one checkout
+(a git copy of MindSpeed-MM in tier 2, an empty git repository in tier 1). Data cases pass the tiny
+Qwen2.5-VL's probed facts with the answers (``-d model_facts=...``, as a re-run would), so only the
+data questions are exercised; model-folder cases run the real probe. The README's reliability
+section lists every case with its message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.copier_run import commit_all, copier, copy, git_init, mm_checkout
+
+ARCH = "qwen2_5_vl"
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh real checkout where the framework is at hand, else an empty git repository."""
+    home = os.environ.get("MINDSPEED_MM_HOME")
+    parent = tmp_path_factory.mktemp("preflight")
+    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+
+
+@pytest.fixture(scope="module")
+def facts(tiny_models) -> str:
+    from hooks.model.probe import probe
+
+    return probe(tiny_models(ARCH)).to_json(with_timings=False)
+
+
+def _evidence(branch: str) -> str:
+    return json.dumps({"recommended": {"branch": branch, "reason": "test", "template": "qwen2vl",
+                                       "collator_id": "qwen3vl"}, "candidates": []})
+
+
+def _status(dest: Path) -> str:
+    return subprocess.run(["git", "-C", str(dest), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _stops(dest: Path, field: str, words: str, **answers: object) -> str:
+    """Copy with ``answers``: exit non-zero with ``error: <field>: ...words...``, ``dest`` left as it was."""
+    before = _status(dest)
+    done = copy(dest, skip_tasks=False, run_smoke=False, **answers)
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    assert done.returncode != 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert last.startswith(f"error: {field}: ") and words in last, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert _status(dest) == before, "a rejected answer must leave the checkout as it was"
+    return last
+
+
+# --- the data answers (the model's facts given) -----------------------------------------------------
+
+def _image(root: Path, name: str = "ok.png") -> str:
+    from PIL import Image
+
+    Image.new("RGB", (64, 64), "red").save(root / name)
+    return name
+
+
+def _record(image: str) -> dict:
+    return {"messages": [{"role": "user", "content": "<image>What color?"}, {"role": "assistant", "content": "Red."}],
+            "images": [image]}
+
+
+def _write(root: Path, name: str, text: str) -> str:
+    (root / name).write_text(text)
+    return str(root / name)
+
+
+DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
+    "data_json missing": ("data_json", "is not an existing file", lambda r: {"data_json": r / "none.json"}),
+    "data_json broken JSON": ("data_json", "is not valid JSON or JSONL",
+                              lambda r: {"data_json": _write(r, "b.json", '[{"messages": [')}),
+    "data_json broken JSONL line": ("data_json", "line 2",
+                                    lambda r: {"data_json": _write(r, "b.jsonl", '{"a": 1}\n{"a": \n')}),
+    "data_json empty list": ("data_json", "holds no records", lambda r: {"data_json": _write(r, "e.json", "[]")}),
+    "data_json not records": ("data_json", "is not a list of records",
+                              lambda r: {"data_json": _write(r, "s.json", '["a", "b"]')}),
+    "data_json not the huggingface shape": ("data_json", "has no 'messages' list",
+                                            lambda r: {"data_json": _write(r, "q.json", '[{"q": "x", "a": "y"}]')}),
+    "image missing": ("data_json", "does not exist",
+                      lambda r: {"data_json": _write(r, "m.json", json.dumps([_record("nope.png")]))}),
+    "image outside media_root": ("media_root", "outside", lambda r: {
+        "data_json": _write(r, "o.json", json.dumps([_record(f"../{r.name}/{_image(r)}")])),
+        "media_root": r / "media"} if (r / "media").mkdir(exist_ok=True) is None else {}),
+    "media_root a file": ("media_root", "is not an existing folder", lambda r: {
+        "data_json": _write(r, "g.json", json.dumps([_record(_image(r))])), "media_root": r / "ok.png"}),
+    "media_root missing": ("media_root", "is not an existing folder", lambda r: {
+        "data_json": _write(r, "g.json", json.dumps([_record(_image(r))])), "media_root": r / "nowhere"}),
+    "data_fields not JSON": ("data_fields", "not a JSON object", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps({"img": _image(r), "q": "x", "a": "y"})),
+        "data_fields": "{images: img}"}),
+    "data_fields unknown field": ("data_fields", "unknown field", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps({"img": _image(r), "q": "x", "a": "y"})),
+        "data_fields": json.dumps({"pictures": "img"})}),
+    "data_fields key not in the records": ("data_fields", "has no key 'question'", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps({"img": _image(r), "q": "x", "a": "y"})),
+        "data_fields": json.dumps({"images": "img", "prompt": "question", "response": "a"})}),
+    "data_fields images missing": ("data_json", "does not exist", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps({"img": "gone.png", "q": "x", "a": "y"})),
+        "data_fields": json.dumps({"images": "img", "prompt": "q", "response": "a"})}),
+    "npus_per_node zero": ("npus_per_node", "at least 1", lambda r: {"npus_per_node": 0}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DATA_CASES))
+def test_bad_data_answer_stops_before_rendering(case: str, checkout: Path, tiny_models, facts: str,
+                                                tmp_path: Path) -> None:
+    field, words, make = DATA_CASES[case]
+    answers = make(tmp_path)
+    branch = str(answers.get("data_branch", "a"))
+    _stops(checkout, field, words, model_id="pre", model_path=tiny_models(ARCH), model_facts=facts,
+           data_evidence=_evidence(branch), **answers)
+
+
+# --- the model folder and the interpreter (the real probe) -------------------------------------------
+
+
+def _folder(tiny_models, tmp_path: Path, edit: Callable[[Path], object]) -> Path:
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_models(ARCH), folder)
+    edit(folder)
+    return folder
+
+
+def _config(folder: Path, **changes: object) -> None:
+    data = json.loads((folder / "config.json").read_text())
+    data.update(changes)
+    (folder / "config.json").write_text(json.dumps({k: v for k, v in data.items() if v is not None}))
+
+
+def _no_torch_python(tmp_path: Path) -> str:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
+    return str(tmp_path / "bare" / "bin" / "python")
+
+
+MODEL_CASES: dict[str, tuple[str, str, Callable[..., dict]]] = {
+    "model folder missing": ("model_path", "does not exist", lambda t, m: {"model_path": m / "missing"}),
+    "config.json missing": ("model_path", "has no config.json",
+                            lambda t, m: {"model_path": _folder(t, m, lambda f: (f / "config.json").unlink())}),
+    "config.json malformed": ("model_path", "is not valid JSON", lambda t, m: {
+        "model_path": _folder(t, m, lambda f: (f / "config.json").write_text("{model_type: qwen"))}),
+    "model_type unknown to transformers": ("model_path", "is not one transformers", lambda t, m: {
+        "model_path": _folder(t, m, lambda f: _config(f, model_type="qwen9_vl"))}),
+    "tokenizer files missing": ("model_path", "has no tokenizer files", lambda t, m: {"model_path": _folder(
+        t, m, lambda f: [p.unlink() for p in f.iterdir() if p.name.startswith(("tokenizer", "vocab", "merges"))])}),
+    "processor files missing": ("model_path", "processor does not load", lambda t, m: {"model_path": _folder(
+        t, m, lambda f: [p.unlink() for p in f.iterdir() if p.name.endswith("processor_config.json")])}),
+    "auto_map without consent": ("trust_remote_code", "auto_map", lambda t, m: {
+        "model_path": _folder(t, m, lambda f: _config(f, auto_map={"AutoConfig": "c.C"}))}),
+    "no model_type without consent": ("trust_remote_code", "neither model_type nor auto_map", lambda t, m: {
+        "model_path": _folder(t, m, lambda f: _config(f, model_type=None))}),
+    "no model_type, no class in the folder": ("model_path", "no *.py file in the folder defines", lambda t, m: {
+        "model_path": _folder(t, m, lambda f: _config(f, model_type=None)), "trust_remote_code": True}),
+    "interpreter without torch": ("python", "cannot import torch",
+                                  lambda t, m: {"model_path": t(ARCH), "python": _no_torch_python(m)}),
+    "interpreter missing": ("python", "cannot run", lambda t, m: {"model_path": t(ARCH), "python": m / "nopython"}),
+    "model_id not an identifier": ("model_id", "identifier", lambda t, m: {"model_path": t(ARCH), "model_id": "q-2"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MODEL_CASES))
+def test_bad_model_answer_stops_before_rendering(case: str, checkout: Path, tiny_models, tmp_path: Path) -> None:
+    field, words, make = MODEL_CASES[case]
+    answers = {"model_id": "pre", **make(tiny_models, tmp_path)}
+    _stops(checkout, field, words, **answers)
+
+
+def test_an_example_folder_that_is_not_ours_stops(checkout: Path, tiny_models, facts: str) -> None:
+    taken = checkout / "examples" / "taken"
+    taken.mkdir(parents=True)
+    (taken / "run.sh").write_text("echo mine\n")
+    commit_all(checkout)
+    try:
+        _stops(checkout, "model_id", "already exists", model_id="taken", model_path=tiny_models(ARCH),
+               model_facts=facts, data_evidence=_evidence("a"))
+    finally:
+        shutil.rmtree(taken)
+        commit_all(checkout)
+
+
+# --- copier update -----------------------------------------------------------------------------------
+
+
+def test_update_without_answers_file_or_on_a_dirty_tree_changes_nothing(tiny_models, facts: str,
+                                                                         tmp_path: Path) -> None:
+    """copier itself refuses both, in one line: no answers file named (-a), local changes (commit first)."""
+    dest = git_init(tmp_path / "c")
+    assert copy(dest, model_id="upd", model_path=tiny_models(ARCH), model_facts=facts,
+                data_evidence=_evidence("a")).returncode == 0
+    commit_all(dest)
+    done = copier("update", "--trust", "--defaults", "--skip-tasks", cwd=dest)
+    assert done.returncode != 0 and ".copier-answers.yml" in done.stderr and _status(dest) == ""
+    report = dest / "examples" / "upd" / "MIGRATION.md"
+    report.write_text(report.read_text() + "local edit\n")
+    before = _status(dest)
+    done = copier("update", "--trust", "--defaults", "--skip-tasks", "-a", ".copier-answers/upd.yml", cwd=dest)
+    assert done.returncode != 0 and "dirty" in done.stderr and _status(dest) == before
+
+
+# --- smoke verdicts on a bad training signal ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("losses", "labels", "why"), [
+    ([8.1, float("nan"), 8.0, 7.9, 7.8], 40, "non-finite loss"),
+    ([0.0] * 5, 40, "loss is zero"),
+    ([8.1] * 5, 40, "loss is constant"),
+    ([8.1, 8.0, 7.9, 7.8, 7.7], 0, "no unmasked label tokens"),
+], ids=["nan loss", "all labels masked (zero loss)", "flat loss", "no unmasked label tokens"])
+def test_a_bad_training_signal_fails_the_smoke(losses: list[float], labels: int, why: str) -> None:
+    from hooks.smoke.verdict import SmokeResult, judge
+
+    result = judge(SmokeResult(mode="framework", losses=losses, label_tokens=labels, iterations_expected=5))
+    assert not result.passed and why in result.summary()
