@@ -113,6 +113,9 @@ DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
     "data_fields images missing": ("data_json", "does not exist", lambda r: {
         "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps({"img": "gone.png", "q": "x", "a": "y"})),
         "data_fields": json.dumps({"images": "img", "prompt": "q", "response": "a"})}),
+    "record over cutoff_len": ("data_json", "over the YAML's cutoff_len", lambda r: {"data_json": _write(
+        r, "long.json", json.dumps([{**_record(_image(r)), "messages": [
+            {"role": "user", "content": "<image>" + " word" * 2600}, {"role": "assistant", "content": "Red."}]}]))}),
     "npus_per_node zero": ("npus_per_node", "at least 1", lambda r: {"npus_per_node": 0}),
 }
 

@@ -10,13 +10,17 @@ fine; copier's validators (``hooks.render.copier_ext``) show it or stop an unatt
   (branches a and b) they are in the huggingface shape the framework's builder reads;
 - ``media_error``: ``media_root`` is a folder, and every image or video the first records name
   exists under it (relative paths resolve against it, else against the data file's folder, as the
-  YAML's ``dataset_dir`` does), inside it.
+  YAML's ``dataset_dir`` does), inside it;
+- ``length_error`` (``python -m hooks.data.preflight``, in the training interpreter): the first
+  records, built by the model's own processor with their media expanded, fit the YAML's
+  ``cutoff_len``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -119,3 +123,72 @@ def media_error(data_json: str, media_root: str,
                 return (f"{field}: record {index} names {name}, but {target} does not exist; fix the record, or "
                         "set media_root to the folder its media paths start in")
     return ""
+
+
+# --- sample lengths (run in the training interpreter: it needs the model's processor) -----------------
+
+CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len (partials/config.yaml.jinja)
+LENGTH_RECORDS = 8
+
+
+def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fields: dict[str, str],
+                 trust_remote_code: bool, cutoff: int = CUTOFF_LEN) -> str:
+    """Whether the first records, built by the model's own processor (its images expanded), fit ``cutoff``.
+
+    Branch c's plugin builds them this way; branches a and b build the same text and media tokens with
+    the framework's template, so the processor's count is the length to expect. A model without a
+    processor class (its own data code) is left to the smoke.
+    """
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.data.records import runtime, sample_format
+
+    processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    if not hasattr(processor, "tokenizer"):
+        return ""
+    data = runtime()
+    fmt = data.SampleFormat(**sample_format(processor))
+    mapping = data.FieldMap(**fields)
+    root = media_root or data_json.parent
+    for index, record in enumerate(read_records(data_json)[:LENGTH_RECORDS], 1):
+        images = data.load_images(mapping.images_of(record), root)
+        try:
+            sample = data.build_sample(processor, fmt, mapping.turns(record), images, 1 << 30)
+        except Exception:  # noqa: BLE001 - a sample the processor cannot build is the smoke's to report
+            continue
+        length = int(sample["input_ids"].shape[-1])
+        if length > cutoff:
+            return (f"data_json: record {index} becomes {length} tokens with its media expanded, over the YAML's "
+                    f"cutoff_len {cutoff} (the sample would be cut inside it); shorten the record or resize its "
+                    "images, or raise data.dataset_param.basic_parameters.cutoff_len after the copy")
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hooks.data.preflight MODEL_DIR DATA_JSON [--media-root DIR] [--fields JSON]``: one line, exit 1."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m hooks.data.preflight", description=length_error.__doc__)
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("data_json", type=Path)
+    parser.add_argument("--media-root", type=Path)
+    parser.add_argument("--fields", default="")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--cutoff", type=int, default=CUTOFF_LEN)
+    args = parser.parse_args(argv)
+    from hooks.data.records import parse_fields
+
+    message = length_error(args.model_dir, args.data_json, args.media_root, parse_fields(args.fields),
+                           args.trust_remote_code, args.cutoff)
+    if message:
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if message else 0
+
+
+if __name__ == "__main__":
+    from hooks import exit_now
+
+    exit_now(main())

@@ -251,9 +251,35 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     return json.dumps(evidence, sort_keys=True)
 
 
-def fields_error(data_json: str, data_fields: str, media_root: str = "") -> str:
+_LENGTHS: dict[tuple[str, ...], str] = {}
+
+
+def _length_error(data_json: str, media_root: str, data_fields: str, model_path: str, python: str,
+                  trust_remote_code: bool) -> str:
+    """The first records' lengths with the model's processor, in the training interpreter (cached per answers)."""
+    if not str(data_json or "").strip() or not model_path:
+        return ""
+    key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code))
+    if key not in _LENGTHS:
+        cmd = [os.path.expanduser(str(python)), "-m", "hooks.data.preflight",
+               str(Path(os.path.expanduser(str(model_path))).resolve()),
+               str(Path(os.path.expanduser(str(data_json))).resolve()), "--fields", str(data_fields or "")]
+        cmd += ["--media-root", os.path.expanduser(str(media_root))] if str(media_root or "").strip() else []
+        cmd += ["--trust-remote-code"] if trust_remote_code else []
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
+                                  preexec_fn=die_with_parent, timeout=PROBE_TIMEOUT_S)
+            tail = (done.stderr.strip().splitlines() or [""])[-1]
+            _LENGTHS[key] = tail[len("error: "):] if done.returncode == 1 and tail.startswith("error: ") else ""
+        except (OSError, subprocess.TimeoutExpired):
+            _LENGTHS[key] = ""  # the probe has checked the interpreter; the smoke reports what is left
+    return _LENGTHS[key]
+
+
+def fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",
+                 trust_remote_code: bool = False) -> str:
     """Branch c's field mapping against the first record of the data (``hooks.data.records``), then the media
-    the mapped records name (``hooks.data.preflight``)."""
+    the mapped records name and their lengths (``hooks.data.preflight``)."""
     from hooks.data.preflight import media_error
     from hooks.data.records import fields_error as check
     from hooks.data.records import parse_fields, runtime
@@ -261,8 +287,9 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "") -> str:
     problem = check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
     if problem:
         return problem
-    return media_error(str(data_json or ""), str(media_root or ""),
-                       runtime().FieldMap(**parse_fields(str(data_fields or ""))).images_of)
+    return (media_error(str(data_json or ""), str(media_root or ""),
+                        runtime().FieldMap(**parse_fields(str(data_fields or ""))).images_of)
+            or _length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code))
 
 
 def data_error(data_json: str, data_branch: str = "a") -> str:
@@ -272,14 +299,16 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
     return check(str(data_json or ""), str(data_branch or "a"))
 
 
-def media_error(data_json: str, media_root: str, data_branch: str = "a") -> str:
-    """``media_root`` is a folder and (branches a, b) the first records' media exist inside it; branch c's
-    records are checked through their mapping at the data_fields question."""
+def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
+                trust_remote_code: bool = False) -> str:
+    """``media_root`` is a folder and (branches a, b) the first records' media exist inside it and fit the
+    YAML's cutoff_len; branch c's records are checked through their mapping at the data_fields question."""
     from hooks.data.preflight import media_error as check
 
     if data_branch == "c":
         return check("", str(media_root or ""))  # the folder only
-    return check(str(data_json or ""), str(media_root or ""))
+    return (check(str(data_json or ""), str(media_root or ""))
+            or _length_error(data_json, media_root, "", model_path, python, trust_remote_code))
 
 
 def count_error(value: object, field: str) -> str:
