@@ -196,6 +196,12 @@ def test_an_example_folder_that_is_not_ours_stops(checkout: Path, tiny_models, f
         commit_all(checkout)
 
 
+def test_branch_b_without_a_chat_template_stops(checkout: Path, tiny_models) -> None:
+    """PaliGemma has no chat template: a forced branch b (a template derived from it) stops at that question."""
+    _stops(checkout, "data_branch", "has no chat template", model_id="pre", model_path=tiny_models("paligemma"),
+           data_branch="b")
+
+
 # --- copier update -----------------------------------------------------------------------------------
 
 

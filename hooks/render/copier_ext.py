@@ -311,6 +311,18 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
             or _length_error(data_json, media_root, "", model_path, python, trust_remote_code))
 
 
+def branch_error(data_branch: str, model_facts: object) -> str:
+    """Branch b writes a template from the slots read off the model's chat template: it needs one that reads."""
+    if str(data_branch) != "b" or not isinstance(model_facts, dict):
+        return ""
+    chat = ((model_facts.get("processor") or {}).get("data_format") or {}).get("chat") or {}
+    if chat and not chat.get("problems"):
+        return ""
+    why = "; ".join(chat.get("problems") or []) or "the model's processor has no chat template"
+    return (f"data_branch: b derives a template from the model's chat template, and {why}; answer c (a dataset "
+            "plugin on the model's own processor) or a")
+
+
 def count_error(value: object, field: str) -> str:
     """A count answer (devices per node) is a whole number of at least 1."""
     try:
@@ -364,5 +376,6 @@ class MigrateExtension(Extension):
             msmm_media_error=_stop_on_error(media_error),
             msmm_fields_error=_stop_on_error(fields_error),
             msmm_count_error=_stop_on_error(count_error),
+            msmm_branch_error=_stop_on_error(branch_error),
             **RENDER_FILTERS,
         )
