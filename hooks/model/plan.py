@@ -20,6 +20,9 @@ emitted as MindSpeed-MM ``apply_modules`` patterns:
   own one weight), so such units are dropped and the enclosing unit owns both.
 * VQ image tokenizers (``*VQVAE``) are never units: models call their ``encode()``, which
   bypasses FSDP2's forward hooks, so the enclosing unit (or the root) owns them.
+* A unit whose inner module the model's forward calls itself (Kosmos-2's
+  ``self.vision_model.model.post_layernorm(...)``) is not a unit: that call would bypass the
+  unit's forward and meet sharded weights.
 * Order follows MindSpeed-MM's hand-written examples: vision tower internals,
   tower, projectors, language embedding, layers, tower, head. FSDP wraps in
   post-order regardless; the order only matters for prefetch.
@@ -62,6 +65,7 @@ class ModuleTable:
     output_embeddings: str | None = None
     tied: list[tuple[str, str]] = field(default_factory=list)  # module pairs sharing a weight
     hidden_state_sources: list[str] = field(default_factory=list)  # read with output_hidden_states=True
+    called_directly: list[str] = field(default_factory=list)  # nested modules the model's forward calls itself
     no_recompute_classes: list[str] = field(default_factory=list)  # forward lacks past_key_values/**kwargs
 
     def __post_init__(self) -> None:
@@ -130,6 +134,28 @@ class Plan:
 
 def _inside(name: str, scope: str) -> bool:
     return scope == "" or name == scope or name.startswith(scope + ".")
+
+
+def _without_bypassed_units(units: list[str], called: list[str]) -> list[str]:
+    """Drop a unit whose inner module the model's forward calls itself, around the unit's own forward.
+
+    Kosmos-2 calls ``self.vision_model.model.post_layernorm(...)``: were ``vision_model`` a unit, that
+    layer norm would run on its still-sharded weights (FSDP2 gathers them only in the unit's forward).
+    The innermost unit around each such module goes, unless the module is a unit itself; the next
+    unit out then owns it, so the rule repeats until no unit is bypassed.
+    """
+    kept = list(units)
+    changed = True
+    while changed:
+        changed = False
+        for module in called:
+            around = [u for u in kept if _inside(module, u) and u != ""]
+            if not around or module in kept:
+                continue
+            innermost = max(around, key=len)
+            kept.remove(innermost)
+            changed = True
+    return kept
 
 
 def find_containers(table: ModuleTable) -> list[ModuleInfo]:
@@ -295,6 +321,7 @@ def derive_plan(table: ModuleTable) -> Plan:
         ordered.append(table.output_embeddings)
     ordered = [n for n in ordered if n and not _breaks_tie(table, n) and _entered_by_forward(table, n)
                and n not in table.hidden_state_sources]
+    ordered = _without_bypassed_units(ordered, table.called_directly)
     apply_modules = _as_patterns(table, ordered, container_names)
 
     recompute = _as_patterns(table, [b.name for b in blocks if not table.child_classes(b.name) & set(

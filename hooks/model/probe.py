@@ -149,6 +149,7 @@ def module_table(model: Any) -> ModuleTable:
             output_embeddings=names.get(id(out)) if out is not None else None,
             tied=sorted(tied),
             hidden_state_sources=hidden_state_sources(model, names),
+            called_directly=called_directly(model, names),
             no_recompute_classes=no_recompute_classes(named),
         )
 
@@ -176,6 +177,35 @@ def hidden_state_sources(model: Any, names: dict[int, str]) -> list[str]:
                 if sub is not None and getattr(sub, "_can_record_outputs", None) and id(sub) in names:
                     found.append(names[id(sub)])
     return sorted(set(found))
+
+
+_NESTED_CALL = re.compile(r"self\.((?:\w+\.)+\w+)\(")
+
+
+def called_directly(model: Any, names: dict[int, str]) -> list[str]:
+    """Nested modules the model's own forward calls (``self.vision_model.model.post_layernorm(...)``).
+
+    Such a call bypasses the forward of every module around the called one (``plan`` keeps those
+    from being FSDP units). Read off the source of ``forward`` and the media-feature methods of the
+    model and of its inner ``model``.
+    """
+    import torch
+
+    found: set[str] = set()
+    inner = getattr(model, "model", None)
+    for owner in (model, inner) if isinstance(inner, torch.nn.Module) else (model,):
+        for method in ("get_image_features", "get_video_features", "forward"):
+            try:
+                source = inspect.getsource(getattr(type(owner), method))
+            except (AttributeError, OSError, TypeError):
+                continue
+            for chain in _NESTED_CALL.findall(source):
+                target: Any = owner
+                for attr in chain.split("."):
+                    target = getattr(target, attr, None)
+                if isinstance(target, torch.nn.Module) and id(target) in names and chain.count(".") >= 1:
+                    found.add(names[id(target)])
+    return sorted(found)
 
 
 def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:

@@ -701,6 +701,8 @@ def _encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
     if prompt_format is not None:
         return prompt_format(processor, messages)
     _fall_back_to_tokenizer_template(processor)
+    if not getattr(processor, "chat_template", None):
+        return _encode_own_convention(processor, messages)
     kwargs = {"tokenize": True, "return_dict": True, "return_tensors": "pt"}
     full = dict(processor.apply_chat_template(messages, **kwargs))
     prompt = processor.apply_chat_template(messages[:-1], add_generation_prompt=True, **kwargs)
@@ -746,6 +748,17 @@ def _encode_got_ocr2(processor: Any, messages: list[dict[str, Any]]) -> dict[str
         "pixel_values": prompt["pixel_values"],
         "labels": labels,
     }
+
+
+def _encode_own_convention(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """No chat template: the sample as branch c's dataset plugin builds it, in the convention read off the
+    processor (``hooks.data.records.sample_format``: its ``suffix=``, or its prompt followed by the answer)."""
+    from hooks.data.records import runtime, sample_format
+
+    data = runtime()
+    images, prompt, answer = _images_prompt_answer(messages)
+    fmt = data.SampleFormat(**sample_format(processor))
+    return data.build_sample(processor, fmt, [("user", prompt), ("assistant", answer)], images, 1 << 30)
 
 
 # Processors of models without a chat template, by class name: they build the training text themselves.
