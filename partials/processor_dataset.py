@@ -2,7 +2,7 @@
 
 Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
 (``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
-conversation) and lets the model's processor build every sample, in one of three conventions
+conversation) and lets the model's processor build every sample, in one of four conventions
 (``SampleFormat``) read off the processor at copy time:
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
@@ -11,7 +11,8 @@ conversation) and lets the model's processor build every sample, in one of three
   the images they hold, and their lengths bound the answer (checked against the whole sample's ids);
 - ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
 - ``prompt``: the processor builds the prompt (its own query when the record has none, as
-  GOT-OCR2 does), the answer and the end-of-turn token follow it and are trained;
+  GOT-OCR2 does; the image where its image token stands, or placed by the processor itself, as
+  Fuyu and Kosmos-2 do), the answer and the end-of-turn token follow it and are trained;
 - ``code``: no processor class (InternVL-Chat-style remote code): the model's own preprocessing
   function makes each image's tiles and its own conversation object writes the text (``ModelCode``,
   from the copy of its files beside the model plugin); each image mark becomes the image text its
@@ -210,13 +211,16 @@ def _prompt_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str
     prompt, answer = _single_turn(turns)
     if fmt.own_query:  # the processor's own query (GOT-OCR2 builds it from the image alone)
         out = processor(images=images, return_tensors="pt")
-    else:
-        items = (getattr(processor, "image_token", None) or IMAGE_PLACEHOLDER) * len(images)
+    else:  # the processor's image token per image; without one, it places the image itself (Fuyu, Kosmos-2)
+        items = (getattr(processor, "image_token", None) or "") * len(images)
         out = processor(text=[items + prompt], images=images or None, return_tensors="pt")
     answer_ids = processor.tokenizer(answer + fmt.end_of_turn, add_special_tokens=False, return_tensors="pt")
     added = answer_ids["input_ids"].shape[1]
-    sample = {key: torch.nn.functional.pad(value, (0, added)) if _per_token(value, out["input_ids"]) else value
-              for key, value in out.items()}  # token types and the like: the answer is text (0)
+    sample = {}
+    for key, value in out.items():  # token types and the like: the answer is text (0)
+        value, fill = _prompt_part(value, out["input_ids"])
+        sample[key] = torch.nn.functional.pad(value, (0, added), value=fill) if _per_token(
+            value, out["input_ids"]) else value
     sample["input_ids"] = torch.cat([out["input_ids"], answer_ids["input_ids"]], dim=1)
     sample["attention_mask"] = torch.ones_like(sample["input_ids"])
     sample["labels"] = torch.cat([torch.full_like(out["input_ids"], IGNORE), answer_ids["input_ids"]], dim=1)
@@ -265,6 +269,15 @@ def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]
     return sample
 
 
+def _prompt_part(value: Any, ids: Any) -> tuple[Any, int]:
+    """An integer output laid over the prompt and the tokens the processor leaves room to generate (Fuyu's
+    ``image_patches_indices``) cut to the prompt, with the processor's fill for that room; else as is, 0."""
+    if (getattr(value, "dim", lambda: 0)() == 2 and not value.is_floating_point() and value.shape[0] == ids.shape[0]
+            and value.shape[1] > ids.shape[1]):
+        return value[:, :ids.shape[1]], int(value[0, -1])
+    return value, 0
+
+
 def _per_token(value: Any, ids: Any) -> bool:
     """Laid over the sample's tokens ([1, length, ...]: token types, Mllama's cross-attention mask)."""
     return getattr(value, "dim", lambda: 0)() >= 2 and tuple(value.shape[:2]) == tuple(ids.shape)
@@ -310,8 +323,10 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
             values = [s[key] if key in s else torch.zeros_like(s["input_ids"]) for s in samples]
             batch[key] = torch.cat([torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, longest - v.shape[1]),
                                                             value=fill) for v in values])
-        else:  # media: the samples' own, in order (a text-only sample has none)
-            batch[key] = torch.cat([s[key] for s in samples if key in s])
+        else:  # media: the samples' own, in order (a text-only sample has none); of differing shapes (Fuyu's
+            media = [s[key] for s in samples if key in s]  # patches per image), a list, as the processor batches them
+            same = len({tuple(m.shape[1:]) for m in media}) == 1
+            batch[key] = torch.cat(media) if same else media
     return batch
 
 

@@ -61,7 +61,8 @@ def _passes(done, checkout: Path, model_id: str) -> None:
 
 
 @pytest.mark.parametrize("arch", ["paligemma", pytest.param("chameleon", marks=FULL),
-                                  pytest.param("got_ocr2", marks=FULL)])
+                                  pytest.param("got_ocr2", marks=FULL), pytest.param("fuyu", marks=FULL),
+                                  pytest.param("kosmos2", marks=FULL)])
 def test_no_chat_template_defaults_to_branch_c_and_trains(arch: str, checkout: Path, tiny_models,
                                                           template_src: Path) -> None:
     model_id = f"{arch}_c"

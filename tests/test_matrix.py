@@ -52,7 +52,7 @@ def test_plan_matches_real_model(arch: str, tiny_models, facts_by_arch) -> None:
     auto = next((k for k in ("AutoModelForImageTextToText", "AutoModelForCausalLM") if k in config.get("auto_map", {})),
                 "AutoModelForImageTextToText")  # remote_tiles registers as a causal LM, as InternVL-Chat does
     if facts["custom_model"]:  # no model_type: only the folder's own class loads it (MindSpeed-MM's custom path)
-        from hooks.model.build import load_config_and_class
+        from hooks.model.loading import load_config_and_class
 
         model = load_config_and_class(tiny_models(arch), trust_remote_code=True)[1].from_pretrained(tiny_models(arch))
     else:

@@ -156,7 +156,7 @@ def test_consent_is_asked_for_remote_code(tmp_path: Path, tiny_models, template_
         refused = term.wait_for("COPY-EXITED-")
     finally:
         term.close()
-    assert "config.json has auto_map: the folder's own Python code defines the model." in asked
+    assert "The folder's own Python code defines the model (config.json: auto_map," in asked
     assert all(len(line) < COLUMNS for line in _prompt_lines(asked, str(tiny_models("remote_vlm"))))
     assert "Probe findings" not in refused and "Traceback" not in refused  # nothing ran
     assert not changed_paths(tmp_path / "dest")  # nothing written

@@ -5,7 +5,9 @@ module is its copy-time side:
 
 - ``sample_format``: which convention the processor builds a training sample in, read off the
   processor (a chat template: ``chat``; a ``suffix`` argument, PaliGemma: ``suffix``; else the
-  processor's own prompt, GOT-OCR2: ``prompt``) rather than a table of model types;
+  processor's own prompt: ``prompt``, with its own query from the image alone for GOT-OCR2, or the
+  record's prompt after the image the processor places, Fuyu and Kosmos-2) rather than a table of
+  model types;
 - ``parse_fields``: the ``data_fields`` answer checked, so that a wrong key fails at the question
   that set it, naming the field and the fix, before anything is written;
 - ``fields_error``: whether the user's first record has the mapped keys.
@@ -50,13 +52,21 @@ def sample_format(processor: Any) -> dict[str, str]:
 
 
 def _writes_own_query(processor: Any) -> bool:
-    """Whether the processor writes the whole prompt from the image alone (GOT-OCR2's OCR query)."""
+    """Whether the processor writes the whole prompt from the image alone (GOT-OCR2's OCR query) and takes a
+    text as the finished prompt; one that places the image before a text it is given (Fuyu, Kosmos-2) does not."""
     from PIL import Image
 
+    image = Image.new("RGB", (64, 64), "red")
     try:
-        return "input_ids" in processor(images=[Image.new("RGB", (64, 64), "red")], return_tensors="pt")
+        if "input_ids" not in processor(images=[image], return_tensors="pt"):
+            return False
     except Exception:  # noqa: BLE001 - it needs a text: the record's prompt is written after the image tokens
         return False
+    try:
+        given = processor(text=["Hi"], images=[image], return_tensors="pt")["input_ids"].tolist()
+    except Exception:  # noqa: BLE001 - no prompt of its own is taken: the query is the processor's
+        return True
+    return given == processor.tokenizer(["Hi"])["input_ids"]
 
 
 FIELD_NAMES = tuple(f.name for f in dataclass_fields(runtime().FieldMap))

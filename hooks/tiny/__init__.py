@@ -36,7 +36,8 @@ MARKER = ".tiny-build.json"
 
 
 # The family modules, each exposing BUILDERS: dict[str, Callable[[], TinyParts]].
-FAMILY_MODULES = ("hooks.tiny.core", "hooks.tiny.llava", "hooks.tiny.idefics", "hooks.tiny.misc", "hooks.tiny.remote")
+FAMILY_MODULES = ("hooks.tiny.core", "hooks.tiny.llava", "hooks.tiny.idefics", "hooks.tiny.misc", "hooks.tiny.remote",
+                  "hooks.tiny.prompt_vlm")
 
 
 def all_builders() -> dict[str, Callable[[], TinyParts]]:
