@@ -35,6 +35,7 @@ if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the ch
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV, die_with_parent  # noqa: E402
+from hooks.render import checkout  # noqa: E402
 from hooks.render.files import RENDER_FILTERS  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
@@ -376,6 +377,8 @@ class MigrateExtension(Extension):
             msmm_media_error=_stop_on_error(media_error),
             msmm_fields_error=_stop_on_error(fields_error),
             msmm_count_error=_stop_on_error(count_error),
+            msmm_registered=lambda dest, kind: checkout.choices_yaml(os.path.expanduser(str(dest)), kind),
+            msmm_framework_revision=lambda dest: checkout.revision(os.path.expanduser(str(dest))),
             msmm_branch_error=_stop_on_error(branch_error),
             **RENDER_FILTERS,
         )
