@@ -98,6 +98,7 @@ def run_smoke(
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
             progress=progress, sdpa=(facts.get("attention") or {}).get("sdpa", True),
+            ignored_settings=str(answers.get("ignored_settings") or "stop"),
         )
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke

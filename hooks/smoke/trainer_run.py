@@ -501,6 +501,7 @@ def run_framework_smoke(
     device: str | None = None,
     progress: Progress | None = None,
     sdpa: bool = True,
+    ignored_settings: str = "stop",
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
@@ -545,6 +546,14 @@ def run_framework_smoke(
         notes=bridge_notes(run.log_text),
         error=_run_error(run, timeout_s),
     )
+    if records and not result.error:  # it trained: did every setting of the YAML take effect?
+        from hooks.smoke.settings import settings_findings
+
+        problems, verified = settings_findings(run.log_text, cfg, Path(mm_home))
+        result.notes += [f"verified: {line}" for line in verified]
+        if problems and ignored_settings == "stop":
+            result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"
+        result.notes += [f"WARNING: {problem}" for problem in problems if ignored_settings != "stop"]
     return judge(result)
 
 

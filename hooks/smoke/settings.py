@@ -1,0 +1,93 @@
+"""Proof that the YAML's settings took effect, read off the trainer's own log after a smoke.
+
+MindSpeed-MM accepts keys it does not know (``[INFO] Automatically registered YAML field: ...``,
+``Field '...' is not defined in ...``) and goes on without them, so a moved or renamed key trains
+with a healthy loss and the setting silently off: a smoke that passes then proves nothing about it.
+After the run, against the config the smoke trained with:
+
+- a key under ``model``/``parallel``/``training``/``features``/``tools`` (the settings classes;
+  ``data.dataset_param`` is a dict the dataset itself reads) that the checkout registered
+  automatically or did not define was ignored, unless the checkout's code reads an extra of that
+  name (``getattr(args, "recompute", ...)``: ``features.recompute`` is such an extra, read by
+  ``FeaturesApplier``, not a schema field);
+- with ``features.recompute`` on, every ``recompute_plan.apply_modules`` pattern matched a module
+  the trainer logged as recomputed (``Applying recompute to module: <name>``), and only those were;
+- every ``model.freeze`` pattern matched a module the trainer logged as frozen.
+
+Each finding is one line naming the key or pattern; ``verified`` says what was checked, for the report.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hooks.model.matching import module_name_match
+
+SETTINGS_SECTIONS = ("model", "parallel", "training", "features", "tools")
+_REGISTERED = re.compile(r"Automatically registered YAML field: ([\w.]+)")
+_UNDEFINED = re.compile(r"Field '(\w+)' is not defined in (\w+)")
+_RECOMPUTED = re.compile(r"Applying recompute to module: (\S+)")
+_FROZEN = re.compile(r"freezing module (\S+?)\.\.\.")
+
+
+def _get(cfg: dict[str, Any], *keys: str) -> Any:
+    node: Any = cfg
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+_READ_EXTRA = re.compile(r"""getattr\(\s*[\w.\[\]()]+\s*,\s*["'](\w+)["']""")
+
+
+FSDP_CODE = Path("mindspeed_mm/fsdp")  # the plugin trainer, its features and model plugins (not the Megatron path)
+
+
+def extras_read(checkout: Path | None) -> set[str]:
+    """Names the plugin trainer's code reads as extras (``getattr(x, "name", ...)`` in ``mindspeed_mm/fsdp/``)."""
+    if checkout is None or not (checkout / FSDP_CODE).is_dir():
+        return set()
+    names: set[str] = set()
+    for path in (checkout / FSDP_CODE).rglob("*.py"):
+        try:
+            names.update(_READ_EXTRA.findall(path.read_text(encoding="utf-8", errors="replace")))
+        except OSError:
+            continue
+    return names
+
+
+def ignored_keys(log_text: str, read: set[str] = frozenset()) -> list[str]:
+    """Settings keys the trainer did not know (registered on the fly or undefined) and no code reads, in log order."""
+    found = [key for key in _REGISTERED.findall(log_text)
+             if key.split(".")[0] in SETTINGS_SECTIONS and key.rpartition(".")[2] not in read]
+    found += [f"{key} ({cls})" for key, cls in _UNDEFINED.findall(log_text) if key not in read]
+    return list(dict.fromkeys(found))
+
+
+def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None = None) -> tuple[list[str], list[str]]:
+    """(problems, verified) for the smoke's config ``cfg`` and the trainer's log in ``checkout``."""
+    problems = [f"YAML key {key} is not a setting of this MindSpeed-MM: the trainer ignored it (move or rename it "
+                "as the checkout's mindspeed_mm/fsdp/params/ define)" for key in ignored_keys(log_text,
+                                                                                              extras_read(checkout))]
+    verified = []
+    recomputed = list(dict.fromkeys(_RECOMPUTED.findall(log_text)))
+    patterns = _get(cfg, "features", "recompute_plan", "apply_modules") or []
+    if _get(cfg, "features", "recompute") and patterns:
+        missing = [p for p in patterns if not any(module_name_match(p, name) for name in recomputed)]
+        stray = [n for n in recomputed if not any(module_name_match(p, n) for p in patterns)]
+        problems += [f"recompute pattern {p!r} reached no module in the trainer (features.recompute_plan)"
+                     for p in missing]
+        problems += [f"the trainer recomputed {n}, which no recompute pattern names" for n in stray]
+        if not missing and not stray:
+            verified.append(f"recompute applied to {len(recomputed)} modules, every pattern matched")
+    freeze = _get(cfg, "model", "freeze") or []
+    frozen = _FROZEN.findall(log_text)
+    problems += [f"freeze pattern {p!r} froze no module in the trainer (model.freeze)" for p in freeze
+                 if not any(module_name_match(p, name) for name in frozen)]
+    if freeze and all(any(module_name_match(p, n) for n in frozen) for p in freeze):
+        verified.append(f"freeze applied to {len(set(frozen))} modules")
+    if not problems:
+        verified.append("no YAML setting ignored by the trainer")
+    return problems, verified
