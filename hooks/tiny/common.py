@@ -394,6 +394,14 @@ def _vision_token_ids(ids: dict[str, int]) -> dict[str, int]:
     return {key: ids[key] for key in keys}
 
 
+# Image normalisation of the processors the families use (SigLIP-style halves, CLIP's statistics).
+HALF = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+CLIP_MEAN_STD = {
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+}
+
+
 @dataclass
 class TinyParts:
     """What a family builder returns; the common code seeds, instantiates and saves."""

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hooks.tiny.common import (
+    CLIP_MEAN_STD,
+    HALF,
     PATCH,
     QWEN2_ADDED_TOKENS,
     QWEN_SPECIAL_TOKENS,
@@ -49,11 +51,6 @@ from hooks.tiny.common import (
     text_dims,
 )
 
-HALF = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
-CLIP_MEAN_STD = {
-    "image_mean": [0.48145466, 0.4578275, 0.40821073],
-    "image_std": [0.26862954, 0.26130258, 0.27577711],
-}
 LLAMA_SPECIAL = ("<unk>", "<s>", "</s>")
 
 
