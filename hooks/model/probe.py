@@ -19,6 +19,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,17 @@ def module_table(model: Any) -> ModuleTable:
         )
 
 
+def _forward_sources(model: Any) -> Iterator[tuple[Any, str]]:
+    """(owner, source) of the forward and media-feature methods of the model and of its inner ``model``."""
+    inner = getattr(model, "model", None)
+    for owner in (model, inner) if inner is not None and hasattr(inner, "forward") else (model,):
+        for method in ("get_image_features", "get_video_features", "forward"):
+            try:
+                yield owner, inspect.getsource(getattr(type(owner), method))
+            except (AttributeError, OSError, TypeError):
+                continue
+
+
 _HIDDEN_STATES_CALL = re.compile(r"self\.(\w+)\((?:[^()]|\([^()]*\))*?output_hidden_states\s*=\s*True", re.S)
 
 
@@ -165,17 +177,11 @@ def hidden_state_sources(model: Any, names: dict[int, str]) -> list[str]:
     or its ``hidden_states`` come back ``None`` (LLaVA-OneVision, Aya Vision, Aria feature layers).
     """
     found: list[str] = []
-    inner = getattr(model, "model", None)
-    for owner in (model, inner) if inner is not None else (model,):
-        for method in ("get_image_features", "get_video_features", "forward"):
-            try:
-                source = inspect.getsource(getattr(type(owner), method))
-            except (AttributeError, OSError, TypeError):
-                continue
-            for attr in _HIDDEN_STATES_CALL.findall(source):
-                sub = getattr(owner, attr, None)
-                if sub is not None and getattr(sub, "_can_record_outputs", None) and id(sub) in names:
-                    found.append(names[id(sub)])
+    for owner, source in _forward_sources(model):
+        for attr in _HIDDEN_STATES_CALL.findall(source):
+            sub = getattr(owner, attr, None)
+            if sub is not None and getattr(sub, "_can_record_outputs", None) and id(sub) in names:
+                found.append(names[id(sub)])
     return sorted(set(found))
 
 
@@ -192,19 +198,13 @@ def called_directly(model: Any, names: dict[int, str]) -> list[str]:
     import torch
 
     found: set[str] = set()
-    inner = getattr(model, "model", None)
-    for owner in (model, inner) if isinstance(inner, torch.nn.Module) else (model,):
-        for method in ("get_image_features", "get_video_features", "forward"):
-            try:
-                source = inspect.getsource(getattr(type(owner), method))
-            except (AttributeError, OSError, TypeError):
-                continue
-            for chain in _NESTED_CALL.findall(source):
-                target: Any = owner
-                for attr in chain.split("."):
-                    target = getattr(target, attr, None)
-                if isinstance(target, torch.nn.Module) and id(target) in names and chain.count(".") >= 1:
-                    found.add(names[id(target)])
+    for owner, source in _forward_sources(model):
+        for chain in _NESTED_CALL.findall(source):
+            target: Any = owner
+            for attr in chain.split("."):
+                target = getattr(target, attr, None)
+            if isinstance(target, torch.nn.Module) and id(target) in names and chain.count(".") >= 1:
+                found.add(names[id(target)])
     return sorted(found)
 
 
