@@ -320,7 +320,8 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
     for key in sorted({key for s in samples for key in s if key in keys or key == "labels"}):
         if any(_per_token(s.get(key), s["input_ids"]) for s in samples):  # missing in a sample: zeros (text)
             fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
-            values = [s[key] if key in s else torch.zeros_like(s["input_ids"]) for s in samples]
+            like = next(s[key] for s in samples if key in s)
+            values = [s[key] if key in s else _token_zeros(s["input_ids"], like) for s in samples]
             batch[key] = torch.cat([torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, longest - v.shape[1]),
                                                             value=fill) for v in values])
         else:  # media: the samples' own, in order (a text-only sample has none); of differing shapes (Fuyu's
@@ -328,6 +329,14 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
             same = len({tuple(m.shape[1:]) for m in media}) == 1
             batch[key] = torch.cat(media) if same else media
     return batch
+
+
+def _token_zeros(ids: Any, like: Any) -> Any:
+    """Zeros laid over ``ids`` with ``like``'s trailing dims and dtype (a text-only sample's Mllama
+    ``cross_attention_mask`` is [1, length, images, tiles] of zeros, not [1, length])."""
+    import torch
+
+    return torch.zeros((*ids.shape, *like.shape[2:]), dtype=like.dtype)
 
 
 def _append(sample: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -339,8 +348,8 @@ def _append(sample: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     for key in {*sample, *extra}:
         mine, theirs = sample.get(key), extra.get(key)
         if _per_token(theirs, extra_ids) or _per_token(mine, ids):
-            mine = mine if mine is not None else torch.zeros_like(ids)
-            theirs = theirs if theirs is not None else torch.zeros_like(extra_ids)
+            mine = mine if mine is not None else _token_zeros(ids, theirs)
+            theirs = theirs if theirs is not None else _token_zeros(extra_ids, mine)
             out[key] = torch.cat([mine, theirs.to(mine.dtype)], dim=1)
         elif theirs is not None:
             out[key] = theirs
