@@ -1,0 +1,633 @@
+"""``python -m hooks.check [CHECKOUT] [--smoke]``: are the migrated models in a MindSpeed-MM checkout still sound?
+
+For every ``.copier-answers/<model_id>.yml`` in the checkout, without training (fit for a fork's CI):
+
+1. **settings**: the model's YAML against the checkout's live settings schema (``hooks.render.checkout``):
+   unknown keys (the trainer accepts them silently and goes on without them), moved keys (recompute and
+   ``loss_cfg`` where this checkout does not read them; a key that exists at another place), deprecated keys.
+   Only the settings sections are checked (``model``, ``parallel``, ``training``, ``features``, ``tools`` and
+   ``data.dataloader_param``); ``data.dataset_param`` is a dict the dataset itself reads.
+2. **registries**: the chat template, the collator, the dataset type and the model id are registered by the
+   checkout or by the plugins in ``training.plugin``.
+3. **plugin imports**: the ``training.plugin`` paths exist, the model's plugin files parse, and every name they
+   import from ``mindspeed_mm`` (or relatively, from their own folder) exists in the checkout.
+4. **hook signatures**: ``overwrite_transformer_config`` takes as many arguments as this checkout's ModelHub passes.
+5. **forward-key filter**: a plugin's ``_FORWARD_KEYS`` keeps every forward parameter the answers record.
+6. **conflicts**: merge-conflict markers in the model's generated files, ``.rej`` files next to them.
+7. **revision**: the framework revision the model was migrated against vs the checkout's (an info line).
+
+``--smoke`` also runs each model's smoke (``python -m hooks.smoke``, MIGRATION.md left as is) and reports its
+verdict. One line per finding, ``<model_id>: error|warning|info: <finding> — fix: <what to do>``, then a
+summary; the exit status is 1 when any finding is an error. The files are parsed, never imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hooks import env_with_hooks
+from hooks.render import checkout
+
+ANSWERS_DIR = ".copier-answers"
+LEVELS = ("error", "warning", "info")
+# Settings places whose contents a dataset reads itself: never checked against the schema.
+FREE_PLACES = ("data.dataset_param", "data.val_dataset_param")
+SETTINGS_ROOTS = ("model", "parallel", "training", "features", "tools", "data.dataloader_param")
+REGISTER_CALLS = {"_register_template": "template", "_register_data_collator": "collator"}
+REGISTERS = {"model_register": "model", "data_register": "dataset"}
+UPDATE = "copier update --trust --defaults -a .copier-answers/{id}.yml"
+
+
+@dataclass(frozen=True)
+class Finding:
+    model: str
+    level: str  # error | warning | info
+    what: str
+    fix: str
+
+    def line(self) -> str:
+        return f"{self.model}: {self.level}: {self.what} — fix: {self.fix}"
+
+
+@dataclass
+class Framework:
+    """What the checkout offers, read once for all its models."""
+
+    dest: Path
+    places: dict[str, list[str]]
+    deprecated: set[str]
+    facts: dict[str, Any]
+    extras: set[str]
+
+    @classmethod
+    def read(cls, dest: Path) -> Framework:
+        from hooks.smoke.settings import extras_read
+
+        return cls(dest, checkout.schema(dest), set(checkout.deprecated(dest)), checkout.facts(dest),
+                   extras_read(dest))
+
+
+# --- 1. settings -------------------------------------------------------------------------------------------
+
+
+def _moved_rules(facts: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """Dotted key -> (where this checkout reads it, why the key is not read where it is)."""
+    rules: dict[str, tuple[str, str]] = {}
+    other = {"features": "parallel", "parallel": "features"}
+    recompute_in = facts.get("recompute_in")
+    if recompute_in in other:
+        for key in ("recompute", "recompute_plan"):
+            rules[f"{other[recompute_in]}.{key}"] = (
+                f"{recompute_in}.{key}", f"this MindSpeed-MM reads recompute from {recompute_in}: recompute stays off")
+    loss_in = facts.get("loss_in")
+    if loss_in in ("features", "model"):
+        wrong = "model" if loss_in == "features" else "features"
+        rules[f"{wrong}.loss_cfg"] = (f"{loss_in}.loss_cfg", f"this MindSpeed-MM reads loss_cfg from {loss_in}")
+    collate = "data.dataloader_param.collate_param"
+    if facts.get("collator_key") == "model_name":
+        rules[f"{collate}.collator_id"] = (f"{collate}.model_name", "this MindSpeed-MM predates collator_id")
+    return rules
+
+
+def _get(node: Any, dotted: str) -> Any:
+    for key in filter(None, dotted.split(".")):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def _in_settings(place: str) -> bool:
+    return any(place == root or place.startswith(root + ".") for root in SETTINGS_ROOTS)
+
+
+def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str, str]]:
+    """(level, finding, fix) for the YAML ``cfg`` against the checkout's settings (module docstring, 1)."""
+    found: list[tuple[str, str, str]] = []
+    if not fw.places:
+        return [("warning", "no settings schema in this checkout (mindspeed_mm/fsdp/params/): settings not checked",
+                 "run the check in a MindSpeed-MM checkout with the FSDP2 trainer")]
+    rules = _moved_rules(fw.facts)
+
+    def walk(place: str, node: dict[str, Any]) -> None:
+        known = fw.places.get(place)
+        for key, value in node.items():
+            dotted = f"{place}.{key}".lstrip(".")
+            if dotted in FREE_PLACES:
+                continue
+            if dotted in rules:
+                target, why = rules[dotted]
+                also = f" ({target} is set too: delete this one)" if _get(cfg, target) is not None else ""
+                verb = "move" if target.rpartition(".")[2] == key else "rename"
+                found.append(("error", f"{dotted} has moved: {why}", f"{verb} it to {target}{also}"))
+                continue
+            if dotted in fw.deprecated:
+                found.append(("warning", f"{dotted} is deprecated in this MindSpeed-MM", _deprecated_fix(dotted, cfg)))
+                continue
+            if known is not None and key in known:
+                if isinstance(value, dict) and dotted in fw.places:
+                    walk(dotted, value)
+                continue
+            if known is not None and place and key in fw.extras:
+                continue  # not a field, but the framework reads it (features.recompute at 57069cd5)
+            if known is None and place == "" and isinstance(value, dict) and value:
+                walk(dotted, value)  # an unknown section: say where each of its keys belongs
+                continue
+            elsewhere = [p for p, keys in fw.places.items() if key in keys and p != place and _in_settings(p)]
+            if elsewhere:
+                where = ", ".join(f"{p}.{key}" for p in elsewhere[:3])
+                found.append(("error", f"{dotted} is not a setting at {place or 'the top level'}: this MindSpeed-MM "
+                              f"has it at {where}", f"move it to {elsewhere[0]}.{key}"))
+                continue
+            close = difflib.get_close_matches(str(key), known or [], n=1)
+            fix = (f"rename it to {place}.{close[0]}" if close else "remove it, or set what it meant as "
+                   "mindspeed_mm/fsdp/params/ define")
+            found.append(("error", f"{dotted} is not a setting of this MindSpeed-MM: the trainer ignores it", fix))
+
+    walk("", cfg)
+    return found
+
+
+def _deprecated_fix(dotted: str, cfg: dict[str, Any]) -> str:
+    place, _, key = dotted.rpartition(".")
+    if key == "model_name" and place.endswith("collate_param"):
+        current = _get(cfg, f"{place}.collator_id")
+        value = _get(cfg, dotted)
+        if current is not None:
+            return "delete it: collator_id is set" if current == value else (
+                f"delete it: it names {value!r}, collator_id names {current!r} (the trainer refuses both)")
+        return f"rename it to collator_id: {value}"
+    return "replace it as its help in mindspeed_mm/fsdp/params/ says"
+
+
+# --- files of a model and its plugins ----------------------------------------------------------------------
+
+
+def own_dirs(dest: Path, model_id: str) -> list[Path]:
+    """The folders msmm-migrate generated for ``model_id`` (those that exist)."""
+    dirs = [dest / "examples" / model_id, dest / "mindspeed_mm/fsdp/models" / model_id,
+            dest / "mindspeed_mm/fsdp/data/datasets" / model_id]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _files(root: Path, suffix: str = "") -> Iterator[Path]:
+    for path in sorted(root.rglob(f"*{suffix}")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            yield path
+
+
+def plugin_path(dest: Path, entry: str) -> Path | None:
+    """The package folder or module a ``training.plugin`` entry names, if it exists."""
+    rel = entry.strip().strip("/") if "/" in entry else entry.strip().strip(".").replace(".", "/")
+    for path in (dest / rel, dest / f"{rel}.py"):
+        if path.exists():
+            return path
+    return None
+
+
+def plugin_modules(path: Path) -> list[Path]:
+    """The modules the trainer imports for one plugin (``pkgutil.walk_packages``: subfolders with ``__init__``)."""
+    if path.is_file():
+        return [path]
+    found = sorted(p for p in path.glob("*.py"))
+    for sub in sorted(p for p in path.iterdir() if p.is_dir() and (p / "__init__.py").is_file()):
+        found += plugin_modules(sub)
+    return found
+
+
+def _parse(path: Path) -> ast.Module | None:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+
+
+@dataclass
+class Registrations:
+    """Names registered by a set of modules: kind -> name -> the registering file."""
+
+    names: dict[str, dict[str, Path]] = field(default_factory=lambda: {k: {} for k in ("template", "collator",
+                                                                                        "dataset", "model")})
+    collate_fn: set[str] = field(default_factory=set)  # datasets whose class brings its own collate_fn
+
+    def add(self, path: Path) -> None:
+        tree = _parse(path)
+        if tree is None:
+            return
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                kind, name = _registration(node)
+                if kind:
+                    self.names[kind].setdefault(name, path)
+            if isinstance(node, ast.ClassDef):
+                for deco in node.decorator_list:
+                    kind, name = _registration(deco) if isinstance(deco, ast.Call) else (None, "")
+                    if kind == "dataset" and any(isinstance(f, ast.FunctionDef) and f.name == "collate_fn"
+                                                 for f in node.body):
+                        self.collate_fn.add(name)
+
+
+def _registration(call: ast.Call) -> tuple[str | None, str]:
+    """(kind, name) for ``_register_template(name=...)``, ``_register_data_collator("x", ...)``,
+    ``model_register.register("x")``/``data_register.register("x")``; (None, "") otherwise."""
+    func = call.func
+    kind = None
+    if isinstance(func, ast.Name) and func.id in REGISTER_CALLS:
+        kind = REGISTER_CALLS[func.id]
+    elif isinstance(func, ast.Attribute) and func.attr == "register" and getattr(func.value, "id", None) in REGISTERS:
+        kind = REGISTERS[func.value.id]
+    if kind is None:
+        return None, ""
+    args = [k.value for k in call.keywords if k.arg in ("name", "obj_id")] + list(call.args[:1])
+    for arg in args:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return kind, arg.value
+    return None, ""
+
+
+# --- 2. registries -----------------------------------------------------------------------------------------
+
+
+def registry_findings(cfg: dict[str, Any], fw: Framework, model_id: str, plugins: list[Path],
+                      answers: dict[str, Any]) -> list[tuple[str, str, str]]:
+    dest = fw.dest
+    found: list[tuple[str, str, str]] = []
+    loaded = Registrations()
+    for path in plugins:
+        for module in plugin_modules(path):
+            loaded.add(module)
+    own = Registrations()
+    for folder in own_dirs(dest, model_id)[1:]:
+        for module in _files(folder, ".py"):
+            own.add(module)
+    unloaded = "{path} registers it, but its folder is not in training.plugin"
+    plugin_fix = "add {folder} to training.plugin"
+
+    def not_loaded(kind: str, name: str) -> tuple[str, str] | None:
+        path = own.names[kind].get(name)
+        if path is None:
+            return None
+        rel = path.relative_to(dest)
+        return unloaded.format(path=rel), plugin_fix.format(folder=rel.parent)
+
+    dataset_type = _get(cfg, "data.dataset_param.dataset_type")
+    own_dataset = dataset_type in own.names["dataset"]
+    if dataset_type and dataset_type != "huggingface" and dataset_type not in loaded.names["dataset"]:
+        hint = not_loaded("dataset", dataset_type)
+        found.append(("error", f"dataset_type {dataset_type!r} is not registered"
+                      + (f": {hint[0]}" if hint else " by the checkout or the plugins in training.plugin"),
+                      hint[1] if hint else "set data.dataset_param.dataset_type to huggingface or a dataset a "
+                      "plugin registers (data_register.register)"))
+
+    template = _get(cfg, "data.dataset_param.basic_parameters.template")
+    if answers.get("data_branch") == "b":
+        data_plugin = dest / "mindspeed_mm/fsdp/models" / model_id / f"data_plugin_{model_id}.py"
+        registered = [n for n, p in own.names["template"].items() if p == data_plugin]
+        if not data_plugin.is_file():
+            found.append(("error", f"{data_plugin.relative_to(dest)} is missing (data branch b registers the "
+                          "model's chat template there)", f"re-render it: {UPDATE.format(id=model_id)}"))
+        elif not registered:
+            found.append(("error", f"{data_plugin.relative_to(dest)} registers no chat template "
+                          "(_register_template(name=...))", f"re-render it: {UPDATE.format(id=model_id)}"))
+    checkout_templates = checkout.templates(dest)
+    if template and not own_dataset and template not in checkout_templates and template not in loaded.names[
+            "template"]:
+        hint = not_loaded("template", template)
+        offer = ", ".join(sorted(set(checkout_templates) | set(loaded.names["template"])))
+        found.append(("error", f"chat template {template!r} is not registered"
+                      + (f": {hint[0]}" if hint else " in this checkout (template.py) nor by the plugins in "
+                         "training.plugin"),
+                      hint[1] if hint else f"set data.dataset_param.basic_parameters.template to one of {offer}, "
+                      f"or re-render against this checkout: {UPDATE.format(id=model_id)}"))
+
+    collate = _get(cfg, "data.dataloader_param.collate_param") or {}
+    collator_id, model_name = collate.get("collator_id"), collate.get("model_name")
+    if collator_id and model_name and collator_id != model_name:
+        found.append(("error", f"collate_param names two collators, collator_id {collator_id!r} and model_name "
+                      f"{model_name!r}: the trainer refuses it", "keep collator_id only"))
+    collator = collator_id or model_name
+    checkout_collators = checkout.collators(dest)
+    if own_dataset and dataset_type in own.collate_fn:
+        pass  # the model's own dataset collates (branch c): the collator is not used
+    elif not collator:
+        key = fw.facts.get("collator_key", "collator_id")
+        found.append(("error", "no collator set (data.dataloader_param.collate_param)",
+                      f"set collate_param.{key} to one of {', '.join(checkout_collators)}"))
+    elif collator not in checkout_collators and collator not in loaded.names["collator"]:
+        hint = not_loaded("collator", collator)
+        key = fw.facts.get("collator_key", "collator_id")
+        offer = ", ".join(sorted(set(checkout_collators) | set(loaded.names["collator"])))
+        found.append(("error", f"collator {collator!r} is not registered" + (f": {hint[0]}" if hint else
+                      " in this checkout (data_collator.py) nor by the plugins in training.plugin"),
+                      hint[1] if hint else f"set collate_param.{key} to one of {offer}"))
+
+    model_key = _get(cfg, "model.model_id")
+    if model_key and model_key not in loaded.names["model"]:
+        hint = not_loaded("model", model_key)
+        found.append(("error", f"model.model_id {model_key!r} is not registered"
+                      + (f": {hint[0]}" if hint else " by the plugins in training.plugin"),
+                      hint[1] if hint else f"add mindspeed_mm/fsdp/models/{model_id} to training.plugin, or "
+                      f"re-render: {UPDATE.format(id=model_id)}"))
+    return found
+
+
+# --- 3-5. plugin files -------------------------------------------------------------------------------------
+
+
+def _module_file(dest: Path, parts: list[str]) -> Path | None:
+    """The file (or namespace folder) of the module ``parts`` under ``dest``, if any."""
+    base = dest.joinpath(*parts) if parts else dest
+    for path in (base.with_suffix(".py") if parts else None, base / "__init__.py"):
+        if path is not None and path.is_file():
+            return path
+    return base if base.is_dir() else None
+
+
+def _defines(module: Path, name: str) -> bool:
+    """Does ``module`` (a file, or a namespace folder) bind ``name`` at module level, or hold a submodule of it?"""
+    folder = module if module.is_dir() else module.parent if module.name == "__init__.py" else None
+    if folder is not None and ((folder / f"{name}.py").is_file() or (folder / name).is_dir()):
+        return True
+    if module.is_dir():
+        return False
+    tree = _parse(module)
+    if tree is None:
+        return True  # cannot tell
+    return name in _bindings(tree.body)
+
+
+def _bindings(body: Iterable[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    names.add("*")
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for block in ("body", "orelse", "finalbody"):
+                names |= _bindings(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                names |= _bindings(handler.body)
+    if "*" in names or "__getattr__" in names:
+        names.add("*")
+    return names
+
+
+def import_findings(dest: Path, path: Path, tree: ast.Module) -> list[tuple[str, str, str]]:
+    """Names ``path`` imports from ``mindspeed_mm`` or relatively that the checkout does not have."""
+    found: list[tuple[str, str, str]] = []
+    rel = path.relative_to(dest)
+    for node in ast.walk(tree):
+        targets: list[tuple[list[str], Path, list[str]]] = []  # (module parts, root, imported names)
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names if a.name != "*"]
+            if node.level:
+                root = path.parent
+                for _ in range(node.level - 1):
+                    root = root.parent
+                targets.append(((node.module or "").split(".") if node.module else [], root, names))
+            elif (node.module or "").split(".")[0] == "mindspeed_mm":
+                targets.append((node.module.split("."), dest, names))
+        elif isinstance(node, ast.Import):
+            targets += [(a.name.split("."), dest, []) for a in node.names if a.name.split(".")[0] == "mindspeed_mm"]
+        for parts, root, names in targets:
+            shown = "." * getattr(node, "level", 0) + ".".join(parts)
+            module = _module_file(root, parts)
+            if module is None:
+                found.append(("error", f"{rel}:{node.lineno} imports {shown}, which this checkout does not have",
+                              "restore the module or re-render the model against this checkout"))
+                continue
+            missing = [n for n in names if not _defines(module, n)]
+            if missing:
+                found.append(("error", f"{rel}:{node.lineno} imports {', '.join(missing)} from {shown}, which "
+                              f"{module.relative_to(dest)} does not define",
+                              "re-render the model against this checkout (the framework renamed or removed it)"))
+    return found
+
+
+def hook_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int | None]:
+    """(required, most) positional arguments a caller passes, without ``self``/``cls``; most None with ``*args``."""
+    args = func.args.posonlyargs + func.args.args
+    static = any(getattr(d, "id", None) == "staticmethod" for d in func.decorator_list)
+    if not static and args:
+        args = args[1:]
+    required = len(args) - len(func.args.defaults)
+    return max(required, 0), None if func.args.vararg else len(args)
+
+
+def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: int) -> list[tuple[str, str, str]]:
+    """Plugin files parse, their imports resolve, the hook's arity, the forward-key filter (3-5)."""
+    found: list[tuple[str, str, str]] = []
+    modeling = dest / "mindspeed_mm/fsdp/models" / model_id / f"modeling_{model_id}.py"
+    if not modeling.is_file():
+        found.append(("error", f"{modeling.relative_to(dest)} is missing", f"re-render: {UPDATE.format(id=model_id)}"))
+    forward_params = list((answers.get("model_facts") or {}).get("forward_params") or [])
+    for folder in own_dirs(dest, model_id)[1:]:
+        for path in _files(folder, ".py"):
+            rel = path.relative_to(dest)
+            try:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+            except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+                where = f":{exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
+                found.append(("error", f"{rel}{where} does not parse ({type(exc).__name__}: "
+                              f"{getattr(exc, 'msg', exc)})", "fix the file (an unresolved merge?) or re-render it"))
+                continue
+            found += import_findings(dest, path, tree)
+            for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+                for item in cls.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                            item.name == "overwrite_transformer_config":
+                        low, high = hook_arity(item)
+                        if not (low <= arity and (high is None or arity <= high)):
+                            args = "transformer_config, model_args" + (", feature_args" if arity > 2 else "")
+                            found.append(("error", f"{rel}:{item.lineno} {cls.name}.overwrite_transformer_config "
+                                          f"takes {low if high == low else f'{low}-{high}'} arguments; this "
+                                          f"checkout's ModelHub passes {arity}", f"make it ({args})"))
+                    keys = _forward_keys(item)
+                    if keys is not None and forward_params:
+                        dropped = [p for p in forward_params if p not in keys]
+                        if dropped:
+                            found.append(("warning", f"{rel}:{item.lineno} {cls.name}._FORWARD_KEYS drops "
+                                          f"{', '.join(dropped)}, which the model's forward takes",
+                                          "add them to _FORWARD_KEYS (or re-render the plugin)"))
+    return found
+
+
+def _forward_keys(node: ast.stmt) -> set[str] | None:
+    """The literal set of ``_FORWARD_KEYS = frozenset([...])`` (None for anything else)."""
+    if not (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_FORWARD_KEYS" for t in node.targets)):
+        return None
+    value = node.value
+    if isinstance(value, ast.Call) and getattr(value.func, "id", None) in ("frozenset", "set") and value.args:
+        value = value.args[0]
+    try:
+        keys = ast.literal_eval(value)
+    except ValueError:
+        return None
+    return {str(k) for k in keys} if isinstance(keys, (list, tuple, set, frozenset)) else None
+
+
+# --- 6. conflicts ------------------------------------------------------------------------------------------
+
+
+def conflict_findings(dest: Path, model_id: str) -> list[tuple[str, str, str]]:
+    """Merge-conflict markers in the model's generated files and ``.rej`` files next to them."""
+    found: list[tuple[str, str, str]] = []
+    answers = dest / ANSWERS_DIR / f"{model_id}.yml"
+    files = [answers] + [p for d in own_dirs(dest, model_id) for p in _files(d)]
+    rejects = [p for p in files if p.suffix == ".rej"] + [p for p in (answers.with_name(answers.name + ".rej"),)
+                                                           if p.is_file()]
+    for path in files:
+        if not path.is_file() or path.suffix == ".rej":
+            continue
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        starts = [i for i, line in enumerate(lines, 1) if line.startswith("<<<<<<<")]
+        ends = [i for i, line in enumerate(lines, 1) if line.startswith(">>>>>>>")]
+        middles = [i for i, line in enumerate(lines, 1) if line.rstrip() == "======="]
+        if (starts or ends) and (middles or (starts and ends)):
+            found.append(("error", f"{path.relative_to(dest)}:{(starts or ends)[0]} has merge-conflict markers "
+                          f"({len(starts) or len(ends)} conflict{'s' if max(len(starts), len(ends)) > 1 else ''})",
+                          "resolve them (keep one side, delete the <<<<<<< ======= >>>>>>> lines)"))
+    for path in rejects:
+        target = path.with_suffix("")
+        found.append(("error", f"{path.relative_to(dest)}: a change that did not apply to "
+                      f"{target.relative_to(dest)}", f"apply it by hand to {target.name}, then delete the .rej"))
+    return found
+
+
+# --- 7. revision, smoke ------------------------------------------------------------------------------------
+
+
+def revision_findings(answers: dict[str, Any], fw: Framework, model_id: str) -> list[tuple[str, str, str]]:
+    recorded = (answers.get("framework") or {}).get("revision")
+    current = fw.facts.get("revision") or ""
+    if not recorded:
+        return [("info", "the answers record no framework revision (migrated by an older msmm-migrate)",
+                 f"run the update to record it: {UPDATE.format(id=model_id)}")]
+    if current and recorded != current:
+        return [("info", f"migrated against {_short(recorded)}, checkout is {_short(current)}",
+                 f"run the update: {UPDATE.format(id=model_id)}")]
+    return []
+
+
+def _short(revision: str) -> str:
+    return revision if revision.startswith("sha256:") else revision[:12]
+
+
+def smoke_findings(dest: Path, answers_path: Path) -> list[tuple[str, str, str]]:
+    """Run the model's smoke in the checkout (MIGRATION.md left as is) and report its verdict."""
+    command = [sys.executable, "-m", "hooks.smoke", str(answers_path.relative_to(dest)), "--dest", str(dest),
+               "--no-report"]
+    done = subprocess.run(command, cwd=dest, env=env_with_hooks(), capture_output=True, text=True, check=False)
+    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
+    verdict = next((line for line in reversed(lines) if line.startswith("smoke[")), lines[-1] if lines else "")
+    log = next((line.removeprefix("full log: ") for line in reversed(lines) if line.startswith("full log: ")), "")
+    if done.returncode == 0:
+        return [("info", f"smoke passed: {verdict}", "nothing to do")]
+    hint = next((line.removeprefix("hint: ") for line in reversed(lines) if line.startswith("hint: ")), "")
+    where = f" (full log: {log})" if log else ""
+    return [("error", f"smoke failed: {verdict or f'exit {done.returncode}'}{where}",
+             hint or f"re-run it: python -m hooks.smoke {answers_path.relative_to(dest)}")]
+
+
+# --- the check ---------------------------------------------------------------------------------------------
+
+
+def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> list[Finding]:
+    """Every finding for one migrated model."""
+    import yaml
+
+    dest = fw.dest
+    model_id = answers_path.stem
+    found: list[tuple[str, str, str]] = []
+    try:
+        answers = yaml.safe_load(answers_path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        answers = {}
+        found.append(("error", f"{answers_path.relative_to(dest)} does not parse ({type(exc).__name__})",
+                      "resolve its merge conflict or restore it from git"))
+    model_id = str(answers.get("model_id") or model_id)
+    config = dest / "examples" / model_id / f"{model_id}_config.yaml"
+    cfg: dict[str, Any] | None = None
+    if not config.is_file():
+        found.append(("error", f"{config.relative_to(dest)} is missing", f"re-render: {UPDATE.format(id=model_id)}"))
+    else:
+        try:
+            cfg = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            found.append(("error", f"{config.relative_to(dest)} does not parse ({type(exc).__name__})",
+                          "fix the YAML (an unresolved merge?)"))
+    if isinstance(cfg, dict):
+        found += settings_findings(cfg, fw)
+        plugins = []
+        for entry in _get(cfg, "training.plugin") or []:
+            path = plugin_path(dest, str(entry))
+            if path is None:
+                found.append(("error", f"training.plugin names {entry}, which is not in this checkout (the trainer "
+                              "skips it with 'Import failed')", "fix the path or remove it"))
+            else:
+                plugins.append(path)
+        found += registry_findings(cfg, fw, model_id, plugins, answers)
+    found += plugin_findings(dest, model_id, answers, int(fw.facts.get("hook_arity") or 3))
+    found += conflict_findings(dest, model_id)
+    found += revision_findings(answers, fw, model_id)
+    if smoke and not any(level == "error" for level, _, _ in found):
+        found += smoke_findings(dest, answers_path)
+    elif smoke:
+        found.append(("info", "smoke not run: fix the errors above first", f"python -m hooks.check --smoke {dest}"))
+    order = {level: i for i, level in enumerate(LEVELS)}
+    found.sort(key=lambda f: order[f[0]])
+    return [Finding(model_id, *f) for f in found]
+
+
+def check(dest: Path, *, smoke: bool = False) -> tuple[list[Finding], int]:
+    """(findings, number of models) for the checkout ``dest``."""
+    answers = sorted((dest / ANSWERS_DIR).glob("*.yml"))
+    if not answers:
+        return [], 0
+    fw = Framework.read(dest)
+    return [f for path in answers for f in check_model(path, fw, smoke=smoke)], len(answers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.check", description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", nargs="?", type=Path, default=Path.cwd(),
+                        help="MindSpeed-MM checkout root (default: cwd)")
+    parser.add_argument("--smoke", action="store_true", help="also run each model's smoke (minutes per model)")
+    args = parser.parse_args(argv)
+    dest = args.checkout.resolve()
+    if not dest.is_dir():
+        print(f"error: {dest} is not a folder", file=sys.stderr)
+        return 2
+    findings, models = check(dest, smoke=args.smoke)
+    if not models:
+        print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to check")
+        return 0
+    for finding in findings:
+        print(finding.line())
+    counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
+    failing = sorted({f.model for f in findings if f.level == "error"})
+    print(f"checked {models} migrated model{'s' if models != 1 else ''} in {dest}: {counts['error']} errors, "
+          f"{counts['warning']} warnings, {counts['info']} info"
+          + (f" ({', '.join(failing)} failing)" if failing else ""), flush=True)
+    return 1 if counts["error"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
