@@ -684,6 +684,14 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
                      f"over {world // ep} ranks "
                      "(expert_fully_shard_parallel_size default); it shrinks the MoE layers' all-gather, not the "
                      "sharded states. Off NPU set ep_plan.use_npu_fused_ops: false.")
+    if model.vision_towers and not s.freeze:
+        frozen = breakdown(model, Settings(s.nodes, s.fully_shard_parallel_size, s.expert_parallel_size,
+                                           tuple(model.vision_towers), s.cpu_offload), devices_per_node, cutoff_len)
+        saved = b.device_total(1) - frozen.device_total(1)
+        notes.append(f"model.freeze stays [] (training the vision tower fits). Freezing {model.vision_towers} would "
+                     f"save {saved / GIB:.1f} GiB per device (its grads, optimizer states and activations); "
+                     "MindSpeed-MM's own Qwen3-VL examples freeze model.visual by choice, to fine-tune the "
+                     "language side only.")
     if s.freeze:
         notes.append(f"model.freeze {list(s.freeze)} is proposed only because the model does not fit otherwise: "
                      "frozen towers get no gradients, no optimizer states and no saved activations.")
