@@ -56,7 +56,7 @@ def test_copy_offers_what_the_destination_registers(tiny_models, tmp_path: Path)
                 collator_id="mine")
     assert done.returncode == 0, done.stderr[-2000:]
     answers = yaml.safe_load((dest / ".copier-answers" / "m.yml").read_text())
-    assert answers["chat_template"] == "other_vl" and answers["framework_revision"] == checkout.revision(dest)
+    assert answers["chat_template"] == "other_vl" and answers["framework"]["revision"] == checkout.revision(dest)
 
 
 @pytest.mark.tier2

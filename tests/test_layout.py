@@ -75,8 +75,9 @@ def test_pipeline_does_not_import_the_test_and_demo_fixtures() -> None:
 
 
 def test_the_tree_shows_the_pipeline() -> None:
-    """model facts -> plans (model/) -> data path (data/) -> render (render/) -> smoke (smoke/) -> report."""
+    """model facts -> plans (model/) -> data path (data/) -> render (render/) -> smoke (smoke/) -> report;
+    ``check`` and ``update`` are whole-checkout commands over what the pipeline left (every answers file)."""
     packages = {p.name for p in HOOKS.iterdir() if (p / "__init__.py").is_file()}
     assert {"model", "data", "render", "smoke", "tiny"} <= packages
     flat = {p.stem for p in HOOKS.glob("*.py")} - {"__init__"}
-    assert flat <= {"compat", "demo", "lifetime"}, flat
+    assert flat <= {"compat", "demo", "lifetime", "check", "update"}, flat

@@ -28,8 +28,35 @@ RECOMPUTED = ("INFO => Applying recompute to module: model.layers.0\n"
 def test_settings_that_took_effect_are_verified() -> None:
     problems, verified = settings_findings(RECOMPUTED, CFG)
     assert problems == []
-    assert verified == ["recompute applied to 2 modules, every pattern matched", "freeze applied to 1 modules",
-                        "no YAML setting ignored by the trainer"]
+    assert verified == ["recompute applied to 2 modules (features.recompute_plan), every pattern matched",
+                        "freeze applied to 1 modules", "no YAML setting ignored by the trainer"]
+
+
+APRIL_PARAMS = '''
+class RecomputePlanConfig:
+    apply_modules: List[str] = field(default_factory=list)
+
+class ParallelArguments:
+    recompute: bool = False
+    recompute_plan: RecomputePlanConfig = field(default_factory=RecomputePlanConfig)
+
+class Arguments:
+    parallel: ParallelArguments = field(default_factory=ParallelArguments)
+'''
+
+
+def test_recompute_is_checked_where_the_checkout_reads_it(tmp_path: Path) -> None:
+    """Before the features section (2026-04-27) recompute lived under parallel; after it, parallel's is ignored."""
+    (tmp_path / "mindspeed_mm" / "fsdp" / "params").mkdir(parents=True)
+    (tmp_path / "mindspeed_mm" / "fsdp" / "params" / "argument.py").write_text(APRIL_PARAMS)
+    april = {"parallel": CFG["features"], "model": CFG["model"]}
+    problems, verified = settings_findings(RECOMPUTED, april, tmp_path)
+    assert problems == [] and verified[0].startswith("recompute applied to 2 modules (parallel.recompute_plan)")
+    problems, _ = settings_findings(RECOMPUTED, CFG, tmp_path)
+    assert problems == ["YAML key features.recompute / features.recompute_plan is not where this MindSpeed-MM reads "
+                        "recompute: move them under parallel:"]
+    problems, _ = settings_findings(RECOMPUTED, {**CFG, **april})  # no checkout: the pinned framework's place
+    assert any("parallel.recompute" in p and "move them under features:" in p for p in problems)
 
 
 def test_an_unknown_settings_key_is_named_but_data_keys_and_read_extras_are_not() -> None:

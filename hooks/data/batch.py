@@ -138,12 +138,34 @@ def own_conversation(index: int, media_root: Path) -> list[dict[str, Any]]:
 # --- MindSpeed-MM's side ------------------------------------------------------------------------
 
 
+def _dataset_args(cls: type, dataset_param: dict[str, Any]) -> Any:
+    """``dataset_param`` as the trainer's settings hold it: a pydantic model validates nested dicts itself;
+    the plain dataclasses before 2026-04-27 are built by the framework's ``instantiate_dataclass``."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(cls):
+        from mindspeed_mm.fsdp.params.utils import instantiate_dataclass
+
+        return instantiate_dataclass(cls, dataset_param)
+    return cls(**dataset_param)
+
+
+def _collator_class(collate_param: dict[str, Any], dataset_args: Any) -> tuple[Any, dict[str, Any]]:
+    """The collator class and its arguments as this checkout's dataloader resolves them: the registry's
+    ``resolve_data_collator`` (2026-06-09 on), else its ``DATA_COLLATOR`` dict keyed by ``model_name``."""
+    from mindspeed_mm.fsdp.data.dataloader import data_collator
+
+    if hasattr(data_collator, "resolve_data_collator"):
+        return data_collator.resolve_data_collator(collate_param, dataset_args)
+    kwargs = dict(collate_param)
+    return data_collator.DATA_COLLATOR[kwargs.pop("model_name")], kwargs
+
+
 def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Path,
                       model: Any) -> list[tuple[int, Any]]:
     """(the sample's own length, its collated batch or the error it met) per sample, built as the trainer
     builds them from ``config``."""
     from mindspeed_mm.fsdp.data import build_mm_dataset
-    from mindspeed_mm.fsdp.data.dataloader.data_collator import resolve_data_collator
     from mindspeed_mm.fsdp.params.data_args import DataSetArguments
     from mindspeed_mm.fsdp.utils.register import import_plugin
 
@@ -167,8 +189,9 @@ def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Pa
     _single_process_group(work)  # the collator reads the parallel state, which needs a process group
     collate_param = dict(data["dataloader_param"].get("collate_param") or {})
     try:
-        collator_cls, kwargs = resolve_data_collator(collate_param, DataSetArguments(**dataset_param))
-        collator = collator_cls(**kwargs, dataset_param=DataSetArguments(**dataset_param), model=model)
+        dataset_args = _dataset_args(DataSetArguments, dataset_param)
+        collator_cls, kwargs = _collator_class(collate_param, dataset_args)
+        collator = collator_cls(**kwargs, dataset_param=dataset_args, model=model)
     except Exception as err:  # noqa: BLE001 - the data path cannot collate for this model at all
         return [(0, row if isinstance(row, Exception) else err) for row in rows]
     batches: list[tuple[int, Any]] = []

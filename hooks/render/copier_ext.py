@@ -377,8 +377,7 @@ class MigrateExtension(Extension):
             msmm_media_error=_stop_on_error(media_error),
             msmm_fields_error=_stop_on_error(fields_error),
             msmm_count_error=_stop_on_error(count_error),
-            msmm_registered=lambda dest, kind: checkout.choices_yaml(os.path.expanduser(str(dest)), kind),
-            msmm_framework_revision=lambda dest: checkout.revision(os.path.expanduser(str(dest))),
+            msmm_framework_json=lambda dest: json.dumps(checkout.facts(os.path.expanduser(str(dest)))),
             msmm_branch_error=_stop_on_error(branch_error),
             **RENDER_FILTERS,
         )

@@ -10,8 +10,10 @@ After the run, against the config the smoke trained with:
   automatically or did not define was ignored, unless the checkout's code reads an extra of that
   name (``getattr(args, "recompute", ...)``: ``features.recompute`` is such an extra, read by
   ``FeaturesApplier``, not a schema field);
-- with ``features.recompute`` on, every ``recompute_plan.apply_modules`` pattern matched a module
+- with recompute on where this checkout reads it (``features`` since 2026-04-27, ``parallel`` before;
+  ``hooks.render.checkout.facts``), every ``recompute_plan.apply_modules`` pattern matched a module
   the trainer logged as recomputed (``Applying recompute to module: <name>``), and only those were;
+  recompute written in the other place (still a schema field at 57069cd5, but never read) fails;
 - every ``model.freeze`` pattern matched a module the trainer logged as frozen.
 
 Each finding is one line naming the key or pattern; ``verified`` says what was checked, for the report.
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.model.matching import module_name_match
+from hooks.render.checkout import facts
 
 SETTINGS_SECTIONS = ("model", "parallel", "training", "features", "tools")
 _REGISTERED = re.compile(r"Automatically registered YAML field: ([\w.]+)")
@@ -72,16 +75,22 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
                 "as the checkout's mindspeed_mm/fsdp/params/ define)" for key in ignored_keys(log_text,
                                                                                               extras_read(checkout))]
     verified = []
+    recompute_in = facts(checkout)["recompute_in"] if checkout else "features"
+    for place in {"features", "parallel"} - {recompute_in}:  # the other place: a schema field the trainer ignores
+        if _get(cfg, place, "recompute") or _get(cfg, place, "recompute_plan", "apply_modules"):
+            problems.append(f"YAML key {place}.recompute / {place}.recompute_plan is not where this MindSpeed-MM "
+                            f"reads recompute: move them under {recompute_in}:")
     recomputed = list(dict.fromkeys(_RECOMPUTED.findall(log_text)))
-    patterns = _get(cfg, "features", "recompute_plan", "apply_modules") or []
-    if _get(cfg, "features", "recompute") and patterns:
+    patterns = _get(cfg, recompute_in, "recompute_plan", "apply_modules") or []
+    if _get(cfg, recompute_in, "recompute") and patterns:
         missing = [p for p in patterns if not any(module_name_match(p, name) for name in recomputed)]
         stray = [n for n in recomputed if not any(module_name_match(p, n) for p in patterns)]
-        problems += [f"recompute pattern {p!r} reached no module in the trainer (features.recompute_plan)"
+        problems += [f"recompute pattern {p!r} reached no module in the trainer ({recompute_in}.recompute_plan)"
                      for p in missing]
         problems += [f"the trainer recomputed {n}, which no recompute pattern names" for n in stray]
         if not missing and not stray:
-            verified.append(f"recompute applied to {len(recomputed)} modules, every pattern matched")
+            verified.append(f"recompute applied to {len(recomputed)} modules ({recompute_in}.recompute_plan), "
+                            "every pattern matched")
     freeze = _get(cfg, "model", "freeze") or []
     frozen = _FROZEN.findall(log_text)
     problems += [f"freeze pattern {p!r} froze no module in the trainer (model.freeze)" for p in freeze

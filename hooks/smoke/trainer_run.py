@@ -340,7 +340,16 @@ def _smoke_model(cfg: dict[str, Any], model_dir: str, device: str, sdpa: bool = 
         model["attn_implementation"] = "sdpa" if sdpa else "eager"
 
 
-def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir: Path) -> None:
+def _known(places: dict[str, list[str]], place: str, key: str) -> bool:
+    """Whether the checkout's settings define ``place.key`` (no schema at hand: assume the pinned one does).
+
+    The smoke only adds keys the framework defines: an unknown one would be ignored (and fail the settings check).
+    """
+    return not places or key in places.get(place, [])
+
+
+def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir: Path,
+                places: dict[str, list[str]]) -> None:
     """Tiny local data, no worker processes (a spawned worker costs ~60 s cold), cache under work_dir."""
     dataset_param = _sub(cfg, "data", "dataset_param")
     _sub(dataset_param, "preprocess_parameters")["model_name_or_path"] = cfg["model"]["model_name_or_path"]
@@ -357,7 +366,8 @@ def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir
     loader = _sub(cfg, "data", "dataloader_param")
     loader["num_workers"] = 0
     loader["pin_memory"] = False
-    loader["enable_preload"] = False
+    if _known(places, "data.dataloader_param", "enable_preload"):
+        loader["enable_preload"] = False
     for key in ("prefetch_factor", "persistent_workers"):  # invalid with num_workers 0
         loader.pop(key, None)
 
@@ -368,7 +378,7 @@ def _fit_size(size: Any, nproc: int) -> int:
     return math.gcd(size, nproc) if size > 1 else 1
 
 
-def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int) -> None:
+def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int, places: dict[str, list[str]]) -> None:
     """Keep the plans; fit the degrees to ``nproc``; drop what needs an accelerator off it.
 
     Pinned CPU offload needs CUDA/NPU, ring attention and NPU fused EP need NPU.
@@ -382,7 +392,7 @@ def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int) -> None:
             parallel[key] = _fit_size(parallel[key], nproc)
     if device != "npu":
         parallel["ring_attention_size"] = 1
-        if isinstance(parallel.get("ep_plan"), dict):
+        if isinstance(parallel.get("ep_plan"), dict) and _known(places, "parallel.ep_plan", "use_npu_fused_ops"):
             parallel["ep_plan"]["use_npu_fused_ops"] = False
     fsdp_plan = parallel.get("fsdp_plan")
     if device == "cpu" and isinstance(fsdp_plan, dict) and fsdp_plan.get("cpu_offload"):
@@ -396,7 +406,7 @@ def _smoke_features(cfg: dict[str, Any], device: str) -> None:
         features["enable_activation_offload"] = False
 
 
-def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int) -> None:
+def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int, places: dict[str, list[str]]) -> None:
     """Few iterations, no saving, and a constant non-zero LR from step 1 so the loss must move."""
     training = _sub(cfg, "training")
     for key in ("save", "train_epochs", "load"):
@@ -409,12 +419,15 @@ def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int) -> None:
         lr=SMOKE_LR,
         lr_warmup_ratio=0.0,
         lr_decay_style="constant",
-        val_interval=0,
     )
+    if _known(places, "training", "val_interval"):
+        training["val_interval"] = 0
     for key in ("lr_min", "lr_start"):
         training[key] = min(float(training.get(key) or 0.0), SMOKE_LR)
     if training.get("init_model_with_meta_device"):
-        training.update(load=model_dir, load_format="hf", no_load_optim=True, no_load_rng=True)
+        training.update(load=model_dir, no_load_optim=True, no_load_rng=True)
+        if _known(places, "training", "load_format"):
+            training["load_format"] = "hf"
 
 
 def _smoke_tools(cfg: dict[str, Any]) -> None:
@@ -436,8 +449,12 @@ def smoke_yaml(
     device: str,
     nproc: int = 2,
     sdpa: bool = True,
+    places: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Derive the smoke config from a generated one: same plans/freeze/features, tiny everything else.
+
+    ``places``: the checkout's settings schema (``hooks.render.checkout.schema``); keys the smoke adds
+    are added only where it defines them.
 
     Exceptions to "same": settings that cannot work on the smoke's device
     (``cpu_offload``, activation offload and preload on CPU, NPU fused EP and
@@ -450,10 +467,10 @@ def smoke_yaml(
     """
     cfg = copy.deepcopy(generated_yaml)
     _smoke_model(cfg, str(model_dir), device, sdpa)
-    _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir))
-    _smoke_parallel(cfg, device, nproc)
+    _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir), places or {})
+    _smoke_parallel(cfg, device, nproc, places or {})
     _smoke_features(cfg, device)
-    _smoke_training(cfg, str(model_dir), iters)
+    _smoke_training(cfg, str(model_dir), iters, places or {})
     _smoke_tools(cfg)
     return cfg
 
@@ -506,6 +523,7 @@ def run_framework_smoke(
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
     import yaml
 
+    from hooks.render.checkout import schema
     from hooks.smoke import prestart
 
     work_dir = Path(work_dir)
@@ -521,6 +539,7 @@ def run_framework_smoke(
         device=device,
         nproc=nproc,
         sdpa=sdpa,
+        places=schema(mm_home),
     )
     yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
