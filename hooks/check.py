@@ -136,7 +136,7 @@ def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str
                 continue
             if known is not None and place and key in fw.extras:
                 continue  # not a field, but the framework reads it (features.recompute at 57069cd5)
-            if known is None and place == "" and isinstance(value, dict) and value:
+            if place == "" and isinstance(value, dict) and value:
                 walk(dotted, value)  # an unknown section: say where each of its keys belongs
                 continue
             elsewhere = [p for p, keys in fw.places.items() if key in keys and p != place and _in_settings(p)]
