@@ -47,16 +47,18 @@ memory and no weights. What the trainer holds, and why (``mindspeed-mm-fsdp2-con
   workspace are not counted; the headroom below covers them.
 * **Fit**: the total must stay under ``USABLE_DEVICE_SHARE`` (90%) of device memory: allocator
   fragmentation, communication buffers and the runtime's own memory take the rest.
-* **Settings, least intrusive first**: for each node count from the one asked for upwards, the
-  ladder is plain FSDP2 (``fully_shard_parallel_size`` = one node's devices when that fits on
-  several nodes: HSDP, only gradient all-reduce crosses nodes; else ``auto`` = world), then
-  freezing the vision towers, then ``cpu_offload``, then both; for MoE each step tries EP sizes
-  ascending (divisors of the expert count and of world). The first that fits wins; a model that
-  fits on no setting of the asked node count gets the verdict "does not fit" and the smallest node
-  count that does, with its settings (and, when that needs offload or freezing, the smallest node
-  count that needs neither). ``micro_batch_size`` stays as asked (1 by default) when it fits; the
+* **Settings, least intrusive first**: on the node count asked for, the ladder is plain FSDP2
+  (``fully_shard_parallel_size`` = one node's devices when several nodes are asked for and that
+  fits: HSDP, only the gradient all-reduce crosses nodes; else ``auto`` = world), then freezing
+  the vision towers, then ``cpu_offload``, then both; for MoE each step tries EP sizes ascending
+  (divisors of the expert count and of world whose expert FSDP splits dim 1 evenly). The first
+  that fits at ``micro_batch_size`` 1 wins. If none does, the verdict is "does not fit" with the
+  smallest larger node count that fits *without* freezing or offload (its EP size and settings):
+  scaling out is the answer there, and the notes name the smaller node count that freezing /
+  offload (slow) would need. ``micro_batch_size`` stays as asked (1 by default) when it fits; the
   largest that fits is reported beside it. Recompute stays on (the templates' default); the plan
-  says when it could be turned off.
+  says when it could be turned off, and what freezing the vision tower would save when it is not
+  needed to fit.
 * **CPU offload** keeps the sharded parameters, grads and optimizer states in pinned host memory:
   it fits only if ``ranks per node x`` those bytes stay under ``USABLE_HOST_SHARE`` (80%) of the
   host memory per node.
