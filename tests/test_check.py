@@ -354,3 +354,39 @@ def test_an_edited_model_fails_the_check_naming_each_problem(migrated: Path, tmp
     assert "qv: error: chat template 'qwen9_vl' is not registered" in out and "qwen2vl" in out
     assert "qv: error: examples/qv/finetune_qv.sh:5 has merge-conflict markers" in out
     assert out.count(": error:") == 3, out
+
+
+def test_smoke_verdicts_become_findings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--smoke`` runs ``python -m hooks.smoke <answers> --no-report`` in the checkout; a failure is an error
+    carrying the smoke's verdict, hint and log, and a model with errors already is not smoked."""
+    dest = _fake_checkout(tmp_path)
+    calls = []
+    real_run = subprocess.run
+
+    def fake_run(command, **kwargs):
+        if "hooks.smoke" not in command:
+            return real_run(command, **kwargs)  # git, for the checkout's revision
+        calls.append((command, kwargs["cwd"]))
+        out = ("  iteration 1/5  loss 8.0\nsmoke[contract] FAIL: 1/5 iterations, loss 8.0000 (only 1 of 5 iterations "
+               "logged)\nhint: read the first traceback in the full log\nfull log: /tmp/x.log\n")
+        return subprocess.CompletedProcess(command, 1, out, "")
+
+    monkeypatch.setattr(check.subprocess, "run", fake_run)
+    assert check.main([str(dest), "--smoke"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert calls == [([sys.executable, "-m", "hooks.smoke", ".copier-answers/m.yml", "--dest", str(dest),
+                       "--no-report"], dest)]
+    assert lines[0] == ("m: error: smoke failed: smoke[contract] FAIL: 1/5 iterations, loss 8.0000 (only 1 of 5 "
+                        "iterations logged) (full log: /tmp/x.log) — fix: read the first traceback in the full log")
+    (dest / "examples/m/finetune_m.sh").write_text("<<<<<<< a\n=======\n>>>>>>> b\n")
+    assert check.main([str(dest), "--smoke"]) == 1 and len(calls) == 1
+    assert "m: info: smoke not run: fix the errors above first" in capsys.readouterr().out
+
+
+@pytest.mark.tier2
+def test_the_smoke_of_a_sound_model_passes(migrated: Path, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "hooks.check", "--smoke", str(migrated)], cwd=tmp_path,
+                          env=env_with_hooks(), capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "qv: info: smoke passed: smoke[" in done.stdout
