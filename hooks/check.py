@@ -359,7 +359,8 @@ def _defines(module: Path, name: str) -> bool:
     tree = _parse(module)
     if tree is None:
         return True  # cannot tell
-    return name in _bindings(tree.body)
+    names = _bindings(tree.body)
+    return name in names or "*" in names
 
 
 def _bindings(body: Iterable[ast.stmt]) -> set[str]:
