@@ -95,3 +95,70 @@ def test_a_key_the_checkout_does_not_know_fails_the_smoke(mm_home: Path, tiny_mo
                            capture_output=True, text=True, timeout=900, check=False)
     assert rerun.returncode != 0
     assert "smoke[framework] FAIL" in rerun.stdout and "parallel.recompute_granularity" in rerun.stdout
+
+
+def _perturbed_copy(model: Path, dest: Path) -> Path:
+    """Another tiny model's folder: the same architecture and names, other weights."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model, dest)
+    for path in dest.glob("*.safetensors"):
+        save_file({k: v + 0.01 for k, v in load_file(str(path)).items()}, str(path), metadata={"format": "pt"})
+    return dest
+
+
+@pytest.mark.tier2
+def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_weights(
+        mm_home: Path, tiny_models, template_src: Path, tmp_path: Path) -> None:
+    """Issue 13: meta init + HF load, the weights checked against the files before step 1, each rank's shards
+    against the memory plan's arithmetic; training.load pointed at another model's folder fails naming it."""
+    dest = mm_checkout(mm_home, tmp_path)
+    model = tiny_models("qwen2_5_vl")
+    done = copy(dest, skip_tasks=False, template=template_src, model_id="wts", model_path=model)
+    assert done.returncode == 0, done.stdout[-3000:]
+    for line in ("verified: FSDP2 applied to", "verified: weights: 4 tensors equal the model folder's files",
+                 "loaded through training.load", "verified: shard sizes equal the memory plan's arithmetic"):
+        assert line in done.stdout, done.stdout[-3000:]
+    migration = (dest / "examples" / "wts" / "MIGRATION.md").read_text()
+    assert "weights: 4 tensors equal the model folder's files" in migration
+    path = dest / "examples" / "wts" / "wts_config.yaml"
+    config = yaml.safe_load(path.read_text())
+    assert config["training"]["init_model_with_meta_device"] is True and config["training"]["load_format"] == "hf"
+    config["training"]["load"] = str(_perturbed_copy(model, tmp_path / "other_vl"))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
+    rerun = subprocess.run([sys.executable, "-m", "hooks.smoke", ".copier-answers/wts.yml"], cwd=dest, env=env,
+                           capture_output=True, text=True, timeout=900, check=False)
+    assert rerun.returncode != 0
+    assert "smoke[framework] FAIL" in rerun.stdout and "the trained weights are not the model's" in rerun.stdout
+    assert "training.load" in rerun.stdout
+
+
+def test_units_and_expert_parallel_are_read_off_the_trainers_apply_lines() -> None:
+    from hooks.smoke.settings import unit_findings
+
+    cfg = {"parallel": {"fsdp_plan": {"apply_modules": ["model.layers.{*}", "lm_head"]}, "expert_parallel_size": 1,
+                        "ep_plan": {"apply_modules": ["model.layers.{*}.mlp.experts"]}}}
+    log = ("DEBUG [x] => [FSDP2]: Apply fsdp2 to module <model.layers.0>\n"
+           "DEBUG [x] => [FSDP2]: Apply fsdp2 to module <model.layers.1>\n")
+    problems, verified = unit_findings(log, cfg)
+    assert problems == ["parallel.fsdp_plan.apply_modules pattern 'lm_head' reached no module in the trainer (FSDP2)"]
+    assert verified == ["expert parallel planned, inactive at expert_parallel_size 1 (as the YAML says)"]
+    problems, verified = unit_findings(log + "DEBUG [x] => [FSDP2]: Apply fsdp2 to module <lm_head>\n", cfg)
+    assert problems == [] and verified[0] == "FSDP2 applied to 3 modules, every parallel.fsdp_plan.apply_modules " \
+                                             "pattern matched"
+
+
+def test_weights_that_are_not_the_models_fail_naming_where_they_came_from() -> None:
+    from hooks.smoke.settings import weight_findings
+
+    cfg = {"training": {"init_model_with_meta_device": True, "load": "/elsewhere"}}
+    bad = {0: {"weights": {"folder": "/tiny", "checked": [], "mismatch": ["lm_head.weight"], "error": ""}}}
+    problems, _ = weight_findings(bad, cfg)
+    assert problems and "lm_head.weight differ from the files in /tiny" in problems[0]
+    assert "training.load (/elsewhere)" in problems[0]
+    good = {0: {"weights": {"folder": "/tiny", "checked": ["a", "b"], "mismatch": [], "error": ""}}}
+    assert weight_findings(good, {"model": {"model_name_or_path": "/tiny"}})[1] == [
+        "weights: 2 tensors equal the model folder's files (a, b), loaded through model.model_name_or_path"]

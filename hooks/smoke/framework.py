@@ -13,6 +13,7 @@ import socket
 from pathlib import Path
 
 BRIDGES_DIR = Path(__file__).resolve().parent / "bridges"
+OBSERVER_DIR = Path(__file__).resolve().parent / "observer"
 TRAINER_ENTRY = "mindspeed_mm/fsdp/train/trainer.py"
 
 
@@ -40,7 +41,8 @@ def framework_unavailable(dest: Path) -> tuple[str, Path | None]:
     return "", mindspeed_home
 
 
-def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool) -> dict[str, str]:
+def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bool,
+                  observe: Path | None = None) -> dict[str, str]:
     """Environment for the trainer processes (a full copy of ours plus the framework's needs).
 
     ``NON_MEGATRON=true`` keeps ``mindspeed_mm`` from importing Megatron; the
@@ -59,6 +61,11 @@ def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bo
         PYTHONUNBUFFERED="1",
     )
     paths = [str(BRIDGES_DIR)] if cpu_bridges else []
+    if observe is not None:  # hooks/smoke/observer: units, weights and shard sizes from inside the ranks
+        paths += [str(OBSERVER_DIR), str(OBSERVER_DIR.parents[2])]
+        env["MSMM_OBSERVE"] = str(observe)
+    else:
+        env.pop("MSMM_OBSERVE", None)
     paths.append(str(Path(mm_home).resolve()))
     if mindspeed_home is not None:  # explicit wins; a copy inside the MM root still comes first
         paths.append(str(Path(mindspeed_home).resolve()))

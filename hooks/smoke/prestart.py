@@ -72,6 +72,17 @@ def _follow_owner() -> None:
         lifetime.follow_owner()
 
 
+def _install_observer() -> None:
+    """``hooks/smoke/observer``'s hooks, in a rank whose interpreter started before the smoke asked for them."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent / "observer" / "sitecustomize.py"
+    spec = importlib.util.spec_from_file_location("msmm_observer", path)
+    module = importlib.util.module_from_spec(spec)
+    os.environ["MSMM_OBSERVE_NO_CHAIN"] = "1"  # the path's sitecustomize ran at start already
+    spec.loader.exec_module(module)
+
+
 def rank_main(trainer: Path, state_dir: Path) -> int:
     """One torchrun worker: import, wait, then run ``trainer.py`` as ``__main__`` with the smoke's argv."""
     _follow_owner()  # first: a copy that ends while the ranks import must not wait for them
@@ -84,6 +95,8 @@ def rank_main(trainer: Path, state_dir: Path) -> int:
     if go is None or go.get("release"):
         return 0
     os.environ.update(go["env"])
+    if os.environ.get("MSMM_OBSERVE"):  # started without the observer on its path: install it now
+        _install_observer()
     os.chdir(go["cwd"])
     sys.argv = [str(trainer), *go["args"]]
     runpy.run_path(str(trainer), run_name="__main__")

@@ -21,6 +21,7 @@ Each finding is one line naming the key or pattern; ``verified`` says what was c
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,9 @@ _REGISTERED = re.compile(r"Automatically registered YAML field: ([\w.]+)")
 _UNDEFINED = re.compile(r"Field '(\w+)' is not defined in (\w+)")
 _RECOMPUTED = re.compile(r"Applying recompute to module: (\S+)")
 _FROZEN = re.compile(r"freezing module (\S+?)\.\.\.")
+# Logged at DEBUG by the framework; shown by the smoke's observer (hooks/smoke/observer).
+_FSDP_APPLIED = re.compile(r"\[FSDP2\]: Apply fsdp2 to module <([^>]*)>")
+_EP_APPLIED = re.compile(r"\[Expert Parallel\]: Apply ep to module <([^>]*)>")
 
 
 def _get(cfg: dict[str, Any], *keys: str) -> Any:
@@ -69,8 +73,88 @@ def ignored_keys(log_text: str, read: set[str] = frozenset()) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None = None) -> tuple[list[str], list[str]]:
-    """(problems, verified) for the smoke's config ``cfg`` and the trainer's log in ``checkout``."""
+def _patterns_reached(patterns: list[str], applied: list[str], what: str, key: str) -> tuple[list[str], str]:
+    """Problems for patterns no applied module matches and modules no pattern names; else the verified line."""
+    missing = [p for p in patterns if not any(module_name_match(p, n) for n in applied)]
+    stray = [n for n in applied if not any(module_name_match(p, n) for p in patterns)]
+    problems = [f"{key} pattern {p!r} reached no module in the trainer ({what})" for p in missing]
+    problems += [f"the trainer applied {what} to {n}, which no {key} pattern names" for n in stray]
+    return problems, "" if problems else f"{what} applied to {len(applied)} modules, every {key} pattern matched"
+
+
+def unit_findings(log_text: str, cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """FSDP2 units and expert parallel as the trainer applied them (its ``Apply ... to module`` lines)."""
+    problems, verified = [], []
+    units = _get(cfg, "parallel", "fsdp_plan", "apply_modules") or []
+    if units:
+        found, line = _patterns_reached(units, list(dict.fromkeys(_FSDP_APPLIED.findall(log_text))), "FSDP2",
+                                        "parallel.fsdp_plan.apply_modules")
+        problems += found
+        verified += [line] if line else []
+    experts = _get(cfg, "parallel", "ep_plan", "apply_modules") or []
+    if experts and int(_get(cfg, "parallel", "expert_parallel_size") or 1) > 1:
+        found, line = _patterns_reached(experts, list(dict.fromkeys(_EP_APPLIED.findall(log_text))),
+                                        "expert parallel", "parallel.ep_plan.apply_modules")
+        problems += found
+        verified += [line] if line else []
+    elif experts:
+        verified.append("expert parallel planned, inactive at expert_parallel_size 1 (as the YAML says)")
+    return problems, verified
+
+
+def _observations(observed: Path | None) -> dict[int, dict[str, Any]]:
+    """The observer's per-rank records (``observe_rank<r>.json``)."""
+    if observed is None or not observed.is_dir():
+        return {}
+    return {int(p.stem.removeprefix("observe_rank")): json.loads(p.read_text())
+            for p in observed.glob("observe_rank*.json")}
+
+
+def weight_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Did the built model's weights come from the model folder's files (rank 0's check before step 1)?"""
+    weights = records.get(0, {}).get("weights")
+    if weights is None:
+        return [], []
+    source = (f"training.load ({_get(cfg, 'training', 'load')})" if _get(cfg, "training", "init_model_with_meta_device")
+              else f"model.model_name_or_path ({_get(cfg, 'model', 'model_name_or_path')})")
+    if weights.get("error") or weights.get("mismatch"):
+        what = weights.get("error") or f"{', '.join(weights['mismatch'])} differ from the files"
+        return [f"the trained weights are not the model's: {what} in {weights.get('folder')}; the trainer loaded "
+                f"them through {source}: point it at the model folder"], []
+    return [], [f"weights: {len(weights['checked'])} tensors equal the model folder's files "
+                f"({', '.join(weights['checked'])}), loaded through {source.split(' ')[0]}"]
+
+
+def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], model_dir: Path | None,
+                   nproc: int) -> tuple[list[str], list[str]]:
+    """Each rank's parameter, gradient and AdamW bytes after step 1 against the memory plan's arithmetic."""
+    measured = {r: rec["shards"] for r, rec in records.items() if isinstance(rec.get("shards"), dict)}
+    if not measured or model_dir is None:
+        return [], []
+    if any("error" in m for m in measured.values()):
+        return [f"shard sizes not measured: {next(m['error'] for m in measured.values() if 'error' in m)}"], []
+    from hooks.model.memory import Layout, model_shapes, rank_bytes
+
+    shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code"))).shapes
+    layout = Layout(world=nproc, ep=int(_get(cfg, "parallel", "expert_parallel_size") or 1))
+    freeze = _get(cfg, "model", "freeze") or []
+    problems, lines = [], []
+    for rank, got in sorted(measured.items()):
+        want = rank_bytes(shapes, layout, rank, freeze=freeze)
+        pairs = [("params", want.params_local, got["params_local"]), ("grads", want.grads_local, got["grads_local"]),
+                 ("optimizer", want.optimizer, got["optimizer"])]
+        problems += [f"rank {rank} holds {g:,} bytes of {what}, the memory plan's arithmetic says {w:,}"
+                     for what, w, g in pairs if w != g]
+        lines.append(f"rank {rank} " + ", ".join(f"{what} {g:,}" for what, _, g in pairs))
+    verified = [] if problems else [f"shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"]
+    return problems, verified
+
+
+def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None = None, *,
+                      observed: Path | None = None, model_dir: Path | None = None,
+                      nproc: int = 2) -> tuple[list[str], list[str]]:
+    """(problems, verified) for the smoke's config ``cfg``, the trainer's log in ``checkout`` and the observer's
+    records in ``observed``."""
     problems = [f"YAML key {key} is not a setting of this MindSpeed-MM: the trainer ignored it (move or rename it "
                 "as the checkout's mindspeed_mm/fsdp/params/ define)" for key in ignored_keys(log_text,
                                                                                               extras_read(checkout))]
@@ -97,6 +181,11 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
                  if not any(module_name_match(p, name) for name in frozen)]
     if freeze and all(any(module_name_match(p, n) for n in frozen) for p in freeze):
         verified.append(f"freeze applied to {len(set(frozen))} modules")
+    records = _observations(observed)
+    for found, lines in (unit_findings(log_text, cfg) if observed else ([], []), weight_findings(records, cfg),
+                         shard_findings(records, cfg, model_dir, nproc)):
+        problems += found
+        verified += lines
     if not problems:
         verified.append("no YAML setting ignored by the trainer")
     return problems, verified

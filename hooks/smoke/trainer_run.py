@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -406,10 +407,12 @@ def _smoke_features(cfg: dict[str, Any], device: str) -> None:
         features["enable_activation_offload"] = False
 
 
-def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int, places: dict[str, list[str]]) -> None:
+def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int, places: dict[str, list[str]],
+                    model_path: str | None = None) -> None:
     """Few iterations, no saving, and a constant non-zero LR from step 1 so the loss must move."""
     training = _sub(cfg, "training")
-    for key in ("save", "train_epochs", "load"):
+    user_load = training.pop("load", None)
+    for key in ("save", "train_epochs"):
         training.pop(key, None)
     training.update(
         train_iters=iters,
@@ -425,7 +428,9 @@ def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int, places: dic
     for key in ("lr_min", "lr_start"):
         training[key] = min(float(training.get(key) or 0.0), SMOKE_LR)
     if training.get("init_model_with_meta_device"):
-        training.update(load=model_dir, no_load_optim=True, no_load_rng=True)
+        # The model folder becomes the shrunk copy; a load elsewhere stays, and the weight check judges it.
+        load = model_dir if user_load in (None, model_path) else user_load
+        training.update(load=load, no_load_optim=True, no_load_rng=True)
         if _known(places, "training", "load_format"):
             training["load_format"] = "hf"
 
@@ -466,11 +471,12 @@ def smoke_yaml(
     otherwise the model is built with ``from_pretrained(model_dir)``.
     """
     cfg = copy.deepcopy(generated_yaml)
+    model_path = (cfg.get("model") or {}).get("model_name_or_path")
     _smoke_model(cfg, str(model_dir), device, sdpa)
     _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir), places or {})
     _smoke_parallel(cfg, device, nproc, places or {})
     _smoke_features(cfg, device)
-    _smoke_training(cfg, str(model_dir), iters, places or {})
+    _smoke_training(cfg, str(model_dir), iters, places or {}, model_path)
     _smoke_tools(cfg)
     return cfg
 
@@ -542,7 +548,11 @@ def run_framework_smoke(
         places=schema(mm_home),
     )
     yaml_path = _write_yaml(cfg, work_dir / "smoke_config.yaml")
-    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu")
+    observed = work_dir / "observe"
+    shutil.rmtree(observed, ignore_errors=True)
+    spec = work_dir / "observe.json"
+    spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve())}))
+    env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
     # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.smoke.prestart).
     launch = prestart.claim(Path(mm_home), mindspeed_home, device, nproc) if python == sys.executable else None
@@ -568,7 +578,8 @@ def run_framework_smoke(
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
         from hooks.smoke.settings import settings_findings
 
-        problems, verified = settings_findings(run.log_text, cfg, Path(mm_home))
+        problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
+                                               model_dir=Path(model_dir), nproc=nproc)
         result.notes += [f"verified: {line}" for line in verified]
         if problems and ignored_settings == "stop":
             result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"

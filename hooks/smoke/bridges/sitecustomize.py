@@ -307,7 +307,8 @@ def install() -> bool:
 def _chain_next_sitecustomize() -> None:
     """Run the ``sitecustomize`` this file shadows, if any, so a system one keeps working."""
     here = os.path.dirname(os.path.abspath(__file__))
-    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    entries = [os.path.abspath(p or os.curdir) for p in sys.path]
+    rest = sys.path[entries.index(here) + 1:] if here in entries else sys.path  # only what comes after this one
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
     if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
         return

@@ -1,0 +1,215 @@
+"""What the smoke observes inside the real trainer's ranks: FSDP units, weights, shard sizes.
+
+The settings check (``hooks.smoke.settings``) proves each planned setting from the trainer's own
+evidence, not from the YAML. Three pieces of evidence are not in its INFO log, so this module,
+put on ``PYTHONPATH`` by ``hooks.smoke.framework.framework_env`` when ``MSMM_OBSERVE`` names a JSON
+spec, collects them without editing a framework file (a ``sys.meta_path`` finder wraps
+``TrainEngine.train_step`` right after ``train_engine`` is imported, as the CPU bridges do):
+
+- the framework's own ``[FSDP2]: Apply fsdp2 to module <name>`` and ``[Expert Parallel]: Apply ep
+  to module <name>`` lines, which it logs at DEBUG: a DEBUG handler on the distributed loggers
+  shows those lines only (the trainer's INFO logging stays as it is);
+- before the first step, a few named parameters of the built model (gathered whole) against the
+  same tensors in the model folder's safetensors files: that the weights came from the files and
+  not from a random init (``training.load`` pointing elsewhere, keys that did not match);
+- after the first optimizer step (gradients still there, AdamW states created), what this rank
+  holds: ``hooks.model.memory.measure_rank``, compared with the memory plan's arithmetic.
+
+Each rank writes ``observe_rank<r>.json`` into the spec's ``out`` folder. It has to be
+``sitecustomize`` for the same reason as the bridges: torchrun starts fresh interpreters. It chains
+to the next ``sitecustomize`` on the path, so a system one (or the bridges, listed first) still runs.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ENV_SPEC = "MSMM_OBSERVE"
+_ENGINE_MODULE = "mindspeed_mm.fsdp.train.train_engine"
+_LOGGERS = ("mindspeed_mm.fsdp.distributed", "mindspeed.fsdp.distributed")
+_SHOWN = re.compile(r"^\[(FSDP2|Expert Parallel)\]: Apply ")
+WEIGHTS_CHECKED = 4  # first, two middle and last parameter found in the files
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _show_apply_lines() -> None:
+    """A DEBUG handler for the framework's ``Apply fsdp2/ep to module`` lines (its INFO lines pass as before)."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setLevel(logging.DEBUG)
+    handler.addFilter(lambda r: r.levelno == logging.DEBUG and bool(_SHOWN.match(str(r.getMessage()))))
+    handler.setFormatter(logging.Formatter("DEBUG [%(name)s] => %(message)s"))
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(handler)
+
+
+def _file_tensors(model_dir: Path, model: Any) -> dict[str, tuple[Path, str]]:
+    """Model parameter name -> (file, key), through the model's own checkpoint key mapping."""
+    from safetensors import safe_open
+
+    mapping = getattr(model, "_checkpoint_conversion_mapping", None) or {}
+    found = {}
+    for path in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(path), "pt") as handle:
+            for key in handle.keys():
+                name = key
+                for pattern, repl in mapping.items():
+                    name, hits = re.subn(pattern, repl, name)
+                    if hits:
+                        break
+                found[name] = (path, key)
+    return found
+
+
+def check_weights(model: Any, model_dir: Path) -> dict[str, Any]:
+    """A few parameters, gathered whole on every rank (a collective), equal to the files' tensors?"""
+    import torch
+    from safetensors import safe_open
+
+    files = _file_tensors(model_dir, model)
+    named = [(n, p) for n, p in model.named_parameters() if n in files]
+    if not named:
+        return {"folder": str(model_dir), "checked": [], "mismatch": [],
+                "error": "no parameter of the model is named in the folder's safetensors files"}
+    picks = sorted({0, len(named) // 3, 2 * len(named) // 3, len(named) - 1})[:WEIGHTS_CHECKED]
+    checked, mismatch = [], []
+    for i in picks:
+        name, param = named[i]
+        whole = param.full_tensor() if hasattr(param, "full_tensor") else param
+        path, key = files[name]
+        with safe_open(str(path), "pt") as handle:
+            expected = handle.get_tensor(key)
+        same = tuple(whole.shape) == tuple(expected.shape) and torch.equal(whole.detach().float().cpu(),
+                                                                           expected.float())
+        (checked if same else mismatch).append(name)
+    return {"folder": str(model_dir), "checked": checked, "mismatch": mismatch, "error": ""}
+
+
+def _write(out: Path, record: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"observe_rank{_rank()}.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    path.write_text(json.dumps({**old, **record}, indent=1, sort_keys=True))
+
+
+def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrapper factory
+    """The spec is read at the first step: prestarted ranks (``hooks.smoke.prestart``) start before it exists."""
+
+    def wrap(train_step: Any) -> Any:
+        def observed_train_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not getattr(self, "_msmm_observed", False):
+                self._msmm_observed = True
+                spec = json.loads(spec_path.read_text())
+                out = Path(spec["out"])
+                try:
+                    _write(out, {"weights": check_weights(self.model, Path(spec["model_dir"]))})
+                except Exception as err:  # noqa: BLE001 - reported, judged by the settings check
+                    _write(out, {"weights": {"error": f"{type(err).__name__}: {err}", "checked": [], "mismatch": []}})
+                _measure_after_first_step(self, out)
+            return train_step(self, *args, **kwargs)
+
+        return observed_train_step
+
+    return wrap
+
+
+def _measure_after_first_step(engine: Any, out: Path) -> None:
+    """Wrap this engine's ``optimizer.step`` once: after it, gradients are still there and states exist."""
+    optimizer = engine.optimizer
+    step = optimizer.step
+
+    def measured_step(*args: Any, **kwargs: Any) -> Any:
+        result = step(*args, **kwargs)
+        optimizer.step = step
+        try:
+            root = str(Path(__file__).resolve().parents[3])  # this repository, for hooks.model.memory
+            if root not in sys.path:
+                sys.path.append(root)
+            from hooks.model.memory import measure_rank
+
+            _write(out, {"shards": measure_rank(engine.model, optimizer)})
+        except Exception as err:  # noqa: BLE001
+            _write(out, {"shards": {"error": f"{type(err).__name__}: {err}"}})
+        return result
+
+    optimizer.step = measured_step
+
+
+def _patch(module: Any, spec_path: Path) -> None:
+    engine = getattr(module, "TrainEngine", None)
+    if engine is not None and hasattr(engine, "train_step") and not getattr(engine, "_msmm_patched", False):
+        engine.train_step = _observing(spec_path)(engine.train_step)
+        engine._msmm_patched = True
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, real: importlib.abc.Loader, spec: Path):
+        self._real, self._spec = real, spec
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._real.exec_module(module)
+        _patch(module, self._spec)
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, spec: Path):
+        self._spec = spec
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != _ENGINE_MODULE:
+            return None
+        real = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if real is None or real.loader is None:
+            return None
+        real.loader = _Loader(real.loader, self._spec)
+        return real
+
+
+def install() -> bool:
+    """Observe when ``MSMM_OBSERVE`` names the spec file (JSON: model_dir, out; it may be written later).
+
+    Idempotent; a ``train_engine`` imported already (a prestarted rank imports the trainer's modules
+    while it waits) is patched in place. True if installed.
+    """
+    if not os.environ.get(ENV_SPEC):
+        return False
+    spec = Path(os.environ[ENV_SPEC])
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder(spec))
+        _show_apply_lines()
+    if _ENGINE_MODULE in sys.modules:
+        _patch(sys.modules[_ENGINE_MODULE], spec)
+    return True
+
+
+def _chain_next_sitecustomize() -> None:
+    """Run the ``sitecustomize`` this file shadows, if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    entries = [os.path.abspath(p or os.curdir) for p in sys.path]
+    rest = sys.path[entries.index(here) + 1:] if here in entries else sys.path  # only what comes after this one
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+
+install()
+if not os.environ.get("MSMM_OBSERVE_NO_CHAIN"):
+    _chain_next_sitecustomize()
