@@ -40,7 +40,7 @@ def prepare_destination(dest: Path, mm_home: str | None) -> Path:
 
 def copier_command(template: Path, dest: Path, model_id: str, model_dir: Path) -> list[str]:
     return [
-        sys.executable, "-m", "copier", "copy", "--trust", "--defaults", "--quiet",
+        sys.executable, "-m", "copier", "copy", "--trust", "--defaults", "--quiet", "--vcs-ref", "HEAD",
         "-d", f"model_id={model_id}", "-d", f"model_path={model_dir}", "-d", f"python={sys.executable}",
         str(template), str(dest),
     ]

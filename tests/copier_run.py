@@ -40,6 +40,8 @@ def copy(dest: Path, *, skip_tasks: bool = True, template: Path = TEMPLATE_ROOT,
     for key, value in answers.items():
         data += ["-d", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     flags = ["--trust", "--defaults", "--quiet"] + (["--skip-tasks"] if skip_tasks else [])
+    if Path(template) == TEMPLATE_ROOT:  # this working tree, not its latest release tag
+        flags += ["--vcs-ref", "HEAD"]
     return copier("copy", *flags, *data, str(template), str(dest))
 
 

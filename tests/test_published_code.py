@@ -41,13 +41,15 @@ def test_meta_hostile_init_builds_under_init_empty_weights(facts) -> None:
 
 def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -> None:
     """No ``_supports_sdpa``: the YAML gets eager (with its reason); the LM's own SDPA switch is reported."""
+    from hooks.render import checkout
     from hooks.render.files import render_template_file
 
     assert facts["attention"] == {"flash_attention_2": False, "sdpa": False}
     assert facts["build"]["attention_set_by_model"] == {"text_config": "sdpa"}
     config = render_template_file("partials/config.yaml.jinja", {
         "model_id": "tiles", "model_facts": facts, "data_branch": "a", "chat_template": "qwen2vl",
-        "collator_id": "qwen3vl", "model_path": "/m", "trust_remote_code": True, "data_json": "", "media_root": ""})
+        "collator_id": "qwen3vl", "model_path": "/m", "trust_remote_code": True, "data_json": "", "media_root": "",
+        "framework": checkout.facts("/nonexistent")})  # outside a checkout: the pinned framework's facts
     assert "attn_implementation: eager  # a sub-model declares neither" in config
     from hooks.model.probe import ModelFacts, findings_text
 

@@ -89,16 +89,19 @@ def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
 # --- configurations to check -------------------------------------------------------------------------
 
 
-def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any]) -> dict[str, Any]:
-    """The YAML the copy would write for ``candidate`` (same partial), its data plugins in ``scratch``."""
+def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any], dest: Path) -> dict[str, Any]:
+    """The YAML the copy would write for ``candidate`` into checkout ``dest`` (same partial, that checkout's
+    framework facts), its data plugins in ``scratch``."""
     import yaml
 
+    from hooks.render.checkout import facts
     from hooks.render.files import render_data_plugin, render_template_file
 
     context = {"model_id": answers["model_id"], "model_facts": answers["model_facts"],
                "model_path": answers["model_path"], "trust_remote_code": bool(answers.get("trust_remote_code")),
                "data_branch": candidate.branch, "chat_template": candidate.template,
-               "collator_id": candidate.collator_id, "data_json": "", "media_root": ""}
+               "collator_id": candidate.collator_id, "data_json": "", "media_root": "",
+               "framework": facts(dest)}
     config = yaml.safe_load(render_template_file("partials/config.yaml.jinja", context))
     plugins = [p for p in config["training"]["plugin"] if "/fsdp/models/" not in p]  # the model plugin is not data
     if candidate.branch == "b":
@@ -274,7 +277,7 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
     if in_process:
         _enter_framework(dest, mindspeed_home, scratch)
     for candidate in candidates(facts, answers["model_id"]):
-        config = candidate_config(scratch, candidate, answers)
+        config = candidate_config(scratch, candidate, answers, dest)
         key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, scratch), spec, answers["python"])
         result = _load_cached(key)
         if result is None:

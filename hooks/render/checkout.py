@@ -17,7 +17,7 @@ is written into (``facts``), recorded in the answers file beside the model facts
 * the registries (templates, collators), the arity of ``overwrite_transformer_config`` as
   ModelHub calls it (two arguments before 2026-05-20, three after), and whether the train engine
   hands ``output_router_logits`` to every model (before 2026-05; a dense model must drop it);
-* the revision (git, else a content hash).
+* the revision: the last git commit that changed one of those files, else their content hash.
 
 The files are parsed, never imported: copier's interpreter need not have torch, and importing the
 framework would run its registration side effects. Outside a checkout (a plain render, tier 1) the
@@ -87,18 +87,26 @@ def collators(dest: str | Path) -> list[str]:
     return found or list(KNOWN_COLLATORS)
 
 
+def _fact_files(dest: Path) -> list[Path]:
+    """The files the facts are read from (relative to ``dest``)."""
+    rel = [TEMPLATE_FILE, COLLATOR_FILE, MODELHUB_FILE, TRAIN_ENGINE_FILE]
+    return rel + sorted(p.relative_to(dest) for p in (dest / PARAMS_DIR).glob("*.py"))
+
+
 def revision(dest: str | Path) -> str:
-    """The checkout's git commit, else a content hash of the files read here ("" outside a checkout)."""
+    """The framework's revision: the last git commit that changed a file the facts are read from (so committing a
+    migrated model does not change it), else a content hash of those files ("" outside a checkout)."""
     dest = Path(dest)
-    done = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    if done.returncode == 0 and (dest / "mindspeed_mm").is_dir():
+    files = _fact_files(dest)
+    if not any((dest / f).is_file() for f in files):
+        return ""
+    done = subprocess.run(["git", "-C", str(dest), "log", "-1", "--format=%H", "--", *map(str, files)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode == 0 and done.stdout.strip():
         return done.stdout.strip()
     digest = hashlib.sha256()
-    files = [dest / f for f in (TEMPLATE_FILE, COLLATOR_FILE, MODELHUB_FILE)] + sorted((dest / PARAMS_DIR).glob("*.py"))
-    if not any(f.is_file() for f in files):
-        return ""
     for path in files:
-        digest.update(path.read_bytes() if path.is_file() else b"")
+        digest.update((dest / path).read_bytes() if (dest / path).is_file() else b"")
     return "sha256:" + digest.hexdigest()[:16]
 
 

@@ -1,0 +1,205 @@
+"""``python -m hooks.update [CHECKOUT]``: carry every migrated model of a checkout to the current template and
+to the framework the checkout holds now, as one diff a reviewer reads; ``--review`` prints it and changes nothing.
+
+A command around ``copier update``, for three things copier does not do by itself:
+
+* **Framework facts.** copier renders the old and the new template version in temporary folders, where the
+  checkout's framework files are absent: facts read there are the pinned ones, so after a framework upgrade an
+  update would change nothing. This command reads the facts from the checkout (``hooks.render.checkout``) and
+  passes them as the ``framework`` answer: copier's replay of the old version uses the facts recorded at the
+  last copy or update, the new render the live ones, and its 3-way merge keeps the user's edits.
+* **Several models.** copier refuses a dirty tree, and after one model's update the tree is dirty. The updates
+  run one after another in a scratch clone of the checkout (committed there after each), and their combined
+  diff is applied to the checkout once, uncommitted; its history is not touched. ``--review`` prints that same
+  diff instead, so what it shows is what ``git diff`` shows after the update.
+* **Conflicts.** copier exits 0 with ``<<<<<<<`` markers left in files; here they are listed per model and the
+  exit status is non-zero.
+
+After applying, ``hooks.check`` runs on the checkout and (unless ``--no-smoke``) each updated model's smoke;
+one table row per model: framework revision old -> new, template version old -> new, files changed,
+conflicts, check, smoke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hooks import env_with_hooks
+from hooks.render import checkout
+
+ANSWERS_DIR = ".copier-answers"
+_GIT_ID = ["-c", "user.name=msmm-migrate", "-c", "user.email=msmm-migrate@localhost", "-c", "commit.gpgsign=false"]
+
+
+@dataclass
+class Row:
+    """What the update did to one model."""
+
+    model: str
+    old_revision: str = ""
+    new_revision: str = ""
+    old_version: str = ""
+    new_version: str = ""
+    changed: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+    error: str = ""
+    check: str = ""
+    smoke: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.conflicts or self.check.startswith("error") or self.smoke.startswith("FAIL"))
+
+
+def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *_GIT_ID, *args], input=stdin, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args[:2])} failed in {repo}: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+def tree_error(dest: Path) -> str:
+    """Why the checkout cannot be updated as it is ("" when it can): copier needs a clean git work tree."""
+    done = subprocess.run(["git", "-C", str(dest), "status", "--porcelain"], capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        return f"{dest} is not a git work tree: copier update needs one (git init && git add -A && git commit)"
+    if done.stdout.strip():
+        return f"{dest} has uncommitted changes: commit or stash them first (copier update needs a clean tree)"
+    return ""
+
+
+def _answers(path: Path) -> dict:
+    import yaml
+
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}
+
+
+def conflicted(root: Path, files: list[str]) -> list[str]:
+    """Files left with merge-conflict markers (or copier's ``.rej`` files)."""
+    found = []
+    for name in files:
+        path = root / name
+        if name.endswith(".rej"):
+            found.append(name)
+        elif path.is_file():
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if any(line.startswith(("<<<<<<< ", ">>>>>>> ")) for line in lines):
+                found.append(name)
+    return found
+
+
+def update_model(clone: Path, answers_rel: str, facts: dict, vcs_ref: str | None = None) -> Row:
+    """``copier update`` of one model in ``clone`` against ``facts``, committed there; what changed."""
+    old = _answers(clone / answers_rel)
+    row = Row(model=Path(answers_rel).stem, old_revision=(old.get("framework") or {}).get("revision", ""),
+              new_revision=str(facts.get("revision", "")), old_version=str(old.get("_commit", "")))
+    cmd = [sys.executable, "-m", "copier", "update", "--trust", "--defaults", "--skip-tasks", "--quiet",
+           "--conflict", "inline", "-a", answers_rel, "-d", f"framework={json.dumps(facts)}"]
+    done = subprocess.run([*cmd, *(["--vcs-ref", vcs_ref] if vcs_ref else [])], cwd=clone, capture_output=True,
+                          text=True, env=env_with_hooks(), check=False)
+    if done.returncode != 0:
+        _git(clone, "reset", "-q", "--hard")
+        _git(clone, "clean", "-qfd")
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        row.error = lines[-1] if lines else f"copier update exited with {done.returncode}"
+        return row
+    _git(clone, "add", "-A")
+    _git(clone, "commit", "-q", "--allow-empty", "--no-verify", "-m", f"msmm-migrate: update {row.model}")
+    row.changed = [f for f in _git(clone, "diff", "--name-only", "HEAD~1", "HEAD").splitlines() if f]
+    row.conflicts = conflicted(clone, row.changed)
+    row.new_version = str(_answers(clone / answers_rel).get("_commit", "")) or "(conflicted)"
+    return row
+
+
+def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | None = None) -> tuple[list[Row], str]:
+    """Every model's update in a scratch clone of ``dest``; the rows and the combined diff (``dest`` untouched)."""
+    facts = checkout.facts(dest)
+    answers = sorted((dest / ANSWERS_DIR).glob("*.yml"))
+    answers = [a for a in answers if not models or a.stem in models]
+    with tempfile.TemporaryDirectory(prefix="msmm-update-") as tmp:
+        clone = Path(tmp) / "checkout"
+        subprocess.run(["git", "clone", "-q", str(dest), str(clone)], check=True, capture_output=True)
+        base = _git(clone, "rev-parse", "HEAD").strip()
+        rows = [update_model(clone, f"{ANSWERS_DIR}/{a.name}", facts, vcs_ref) for a in answers]
+        diff = _git(clone, "diff", "--binary", base, "HEAD")
+    return rows, diff
+
+
+def _check_and_smoke(dest: Path, rows: list[Row], smoke: bool) -> None:
+    """``hooks.check`` per model, then each sound model's smoke (its verdict line)."""
+    from hooks.check import check
+
+    findings, _ = check(dest)
+    for row in rows:
+        errors = [f for f in findings if f.model == row.model and f.level == "error"]
+        row.check = f"error ({len(errors)}: {errors[0].what})" if errors else "ok"
+        if not smoke or row.failed:
+            row.smoke = "skipped" if not smoke else "not run"
+            continue
+        done = subprocess.run([sys.executable, "-m", "hooks.smoke", f"{ANSWERS_DIR}/{row.model}.yml", "--dest",
+                               str(dest)], cwd=dest, capture_output=True, text=True, env=env_with_hooks(),
+                              check=False)
+        verdict = next((line for line in done.stdout.splitlines() if line.startswith("smoke[")), "")
+        row.smoke = ("PASS" if done.returncode == 0 else "FAIL") + (f" ({verdict})" if done.returncode else "")
+
+
+def table(rows: list[Row]) -> str:
+    """One line per model, aligned."""
+    head = ("model", "framework", "template", "files", "conflicts", "check", "smoke")
+    body = [(r.model, f"{_short(r.old_revision)} -> {_short(r.new_revision)}", f"{r.old_version} -> {r.new_version}",
+             str(len(r.changed)), ", ".join(r.conflicts) or ("-" if not r.error else r.error), r.check or "-",
+             r.smoke or "-") for r in rows]
+    widths = [max(len(line[i]) for line in (head, *body)) for i in range(len(head) - 1)]
+    return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
+                     for line in (head, *body))
+
+
+def _short(revision: str) -> str:
+    return (revision[:8] if len(revision) == 40 else revision) or "(none)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.update", description=__doc__.splitlines()[0])
+    parser.add_argument("checkout", nargs="?", type=Path, default=Path.cwd(), help="MindSpeed-MM checkout (cwd)")
+    parser.add_argument("--model", action="append", help="only this model id (repeatable)")
+    parser.add_argument("--review", action="store_true", help="print the diff the update would make; change nothing")
+    parser.add_argument("--no-smoke", action="store_true", help="skip each model's smoke after the update")
+    parser.add_argument("--vcs-ref", help="template version to update to (default: its latest tag)")
+    args = parser.parse_args(argv)
+    dest = args.checkout.resolve()
+    why = tree_error(dest)
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    if not list((dest / ANSWERS_DIR).glob("*.yml")):
+        print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to update")
+        return 0
+    rows, diff = update_all(dest, models=args.model, vcs_ref=args.vcs_ref)
+    if args.review:
+        sys.stdout.write(diff)
+        print(table(rows), file=sys.stderr)
+        return 1 if any(r.failed for r in rows) else 0
+    if diff:
+        _git(dest, "apply", "--whitespace=nowarn", "-", stdin=diff)
+    _check_and_smoke(dest, rows, smoke=not args.no_smoke)
+    print(table(rows))
+    conflicts = [f for r in rows for f in r.conflicts]
+    if conflicts:
+        print(f"conflicts left in: {', '.join(conflicts)} (resolve the <<<<<<< markers, then python -m hooks.check)")
+    print("review with git diff; commit when satisfied" if diff else "nothing changed")
+    return 1 if any(r.failed for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
