@@ -116,7 +116,8 @@ DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
     "record over cutoff_len": ("data_json", "over the YAML's cutoff_len", lambda r: {"data_json": _write(
         r, "long.json", json.dumps([{**_record(_image(r)), "messages": [
             {"role": "user", "content": "<image>" + " word" * 2600}, {"role": "assistant", "content": "Red."}]}]))}),
-    "npus_per_node zero": ("npus_per_node", "at least 1", lambda r: {"npus_per_node": 0}),
+    "devices_per_node zero": ("devices_per_node", "at least 1", lambda r: {"devices_per_node": 0}),
+    "device_memory_gb negative": ("device_memory_gb", "positive number", lambda r: {"device_memory_gb": -8}),
 }
 
 

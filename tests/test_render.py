@@ -49,7 +49,10 @@ def test_yaml_carries_probe_plan(rendered: Path) -> None:
     assert cfg["data"]["dataset_param"]["basic_parameters"]["template"] == "qwen2vl"
     plugins = cfg["training"]["plugin"]
     assert plugins == ["mindspeed_mm/fsdp/models/qwen2_5_vl", "mindspeed_mm/fsdp/data/datasets/huggingface"]
-    assert "save" not in cfg["training"] and cfg["training"]["load"]
+    assert "save" not in cfg["training"]
+    # a tiny model: the memory plan builds it with from_pretrained on every rank, nothing through training.load
+    assert cfg["training"]["init_model_with_meta_device"] is False and "load" not in cfg["training"]
+    assert cfg["parallel"]["fully_shard_parallel_size"] == "auto" and cfg["training"]["micro_batch_size"] == 1
 
 
 def test_answers_freeze_model_facts(rendered: Path) -> None:

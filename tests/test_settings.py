@@ -116,7 +116,8 @@ def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_w
     against the memory plan's arithmetic; training.load pointed at another model's folder fails naming it."""
     dest = mm_checkout(mm_home, tmp_path)
     model = tiny_models("qwen2_5_vl")
-    done = copy(dest, skip_tasks=False, template=template_src, model_id="wts", model_path=model)
+    done = copy(dest, skip_tasks=False, template=template_src, model_id="wts", model_path=model,
+                weights_loading="meta_load")
     assert done.returncode == 0, done.stdout[-3000:]
     for line in ("verified: FSDP2 applied to", "verified: weights: 4 tensors equal the model folder's files",
                  "loaded through training.load", "verified: shard sizes equal the memory plan's arithmetic"):
@@ -125,7 +126,9 @@ def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_w
     assert "weights: 4 tensors equal the model folder's files" in migration
     path = dest / "examples" / "wts" / "wts_config.yaml"
     config = yaml.safe_load(path.read_text())
-    assert config["training"]["init_model_with_meta_device"] is True and config["training"]["load_format"] == "hf"
+    training = config["training"]
+    assert training["init_model_with_meta_device"] is True and training["load_format"] == "hf"
+    assert training["load_strict"] is True
     config["training"]["load"] = str(_perturbed_copy(model, tmp_path / "other_vl"))
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
@@ -162,3 +165,15 @@ def test_weights_that_are_not_the_models_fail_naming_where_they_came_from() -> N
     good = {0: {"weights": {"folder": "/tiny", "checked": ["a", "b"], "mismatch": [], "error": ""}}}
     assert weight_findings(good, {"model": {"model_name_or_path": "/tiny"}})[1] == [
         "weights: 2 tensors equal the model folder's files (a, b), loaded through model.model_name_or_path"]
+
+
+@pytest.mark.tier2
+def test_tied_embeddings_survive_meta_init_and_load(mm_home: Path, tiny_models, template_src: Path,
+                                                    tmp_path: Path) -> None:
+    """Gemma 3 ties lm_head to embed_tokens: after meta init, fully_shard and the strict HF load they still share one
+    weight, and the weights equal the files (issue 13)."""
+    dest = mm_checkout(mm_home, tmp_path)
+    done = copy(dest, skip_tasks=False, template=template_src, model_id="tied", model_path=tiny_models("gemma3"),
+                weights_loading="meta_load")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "loaded through training.load; tied embeddings still shared" in done.stdout, done.stdout[-3000:]

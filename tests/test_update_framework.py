@@ -96,7 +96,8 @@ def test_update_all_carries_hand_edits_across_a_framework_upgrade(revision: str,
         assert cfg["features"]["recompute"] is True and "recompute" not in cfg["parallel"]
         assert cfg["data"]["dataloader_param"]["collate_param"] == {"collator_id": "qwen3vl",
                                                                    "ignore_pad_token_for_loss": True}
-        assert cfg["training"]["init_model_with_meta_device"] is True and cfg["training"]["load_format"] == "hf"
+        # tiny models: the memory plan loads with from_pretrained on every rank (now with its reason)
+        assert cfg["training"]["init_model_with_meta_device"] is False and "load" not in cfg["training"]
         answers = yaml.safe_load((dest / ".copier-answers" / f"{model_id}.yml").read_text())
         assert answers["framework"]["recompute_in"] == "features"
     first = yaml.safe_load(config.read_text())
@@ -120,3 +121,54 @@ def test_an_edit_overlapping_the_update_ends_non_zero_naming_the_file(mm_home: P
     assert done.returncode != 0
     assert "conflicts left in: examples/first_vl/first_vl_config.yaml" in done.stdout
     assert "<<<<<<<" in config.read_text()
+
+
+def _released(tag: str, dest: Path) -> Path | None:
+    """This repository's release ``tag`` as a template repo (None when the tag is not in this clone)."""
+    ok = subprocess.run(["git", "-C", str(TEMPLATE_ROOT), "rev-parse", "--verify", "-q", f"{tag}^{{commit}}"],
+                        capture_output=True, check=False).returncode == 0
+    if not ok:
+        return None
+    dest.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(TEMPLATE_ROOT), "archive", tag], capture_output=True, check=True)
+    subprocess.run(["tar", "x", "-C", str(dest)], input=archive.stdout, check=True)
+    git_init(dest)
+    commit_all(dest)
+    subprocess.run(["git", "-C", str(dest), "tag", tag], check=True)
+    return dest
+
+
+@pytest.mark.tier2
+def test_update_from_the_first_release_migrates_the_renamed_answer(mm_home: Path, tiny_models,
+                                                                   tmp_path: Path) -> None:
+    """0.1.0 -> this version: ``_migrations`` carries npus_per_node over to devices_per_node (the launch script
+    keeps 16), the answers gain the framework facts and the memory plan, MIGRATION.md its memory section."""
+    template = _released("0.1.0", tmp_path / "template")
+    if template is None:
+        pytest.skip("tag 0.1.0 is not in this clone")
+    dest = tmp_path / "MindSpeed-MM"
+    shutil.copytree(mm_home, dest, ignore=shutil.ignore_patterns(".git", "__pycache__"))
+    git_init(dest)
+    commit_all(dest)
+    done = copy(dest, template=template, model_id="old_vl", model_path=tiny_models("qwen2_5_vl"), npus_per_node=16)
+    assert done.returncode == 0, done.stderr[-2000:]
+    commit_all(dest)
+    _released_next(template)
+    done = _run(dest, "--no-smoke")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    answers = yaml.safe_load((dest / ".copier-answers" / "old_vl.yml").read_text())
+    assert answers["devices_per_node"] == 16 and "npus_per_node" not in answers
+    assert answers["framework"]["recompute_in"] == "features" and answers["memory_plan"]["fits"] is True
+    assert "NPUS_PER_NODE=${NPUS_PER_NODE:-16}" in (dest / "examples" / "old_vl" / "finetune_old_vl.sh").read_text()
+    assert "## Memory plan and weights (16 devices" in (dest / "examples" / "old_vl" / "MIGRATION.md").read_text()
+
+
+def _released_next(template: Path) -> None:
+    """This working tree committed on top of the 0.1.0 history and tagged 0.2.0."""
+    for path in template.iterdir():
+        if path.name != ".git":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    ignore = shutil.ignore_patterns(".git", "build", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv*")
+    shutil.copytree(TEMPLATE_ROOT, template, ignore=ignore, dirs_exist_ok=True)
+    commit_all(template)
+    subprocess.run(["git", "-C", str(template), "tag", "0.2.0"], check=True)

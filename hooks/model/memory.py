@@ -772,7 +772,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_memory(shapes, devices_per_node=args.devices_per_node, device_memory_gb=args.device_memory_gb,
                        nodes=args.nodes, host_memory_gb=args.host_memory_gb, cutoff_len=args.cutoff_len,
                        micro_batch_size=args.micro_batch_size)
-    print(json.dumps(plan.to_dict(), indent=1, sort_keys=True) if args.json else plan.markdown())
+    print(json.dumps({**plan.to_dict(), "markdown": plan.markdown()}, indent=1, sort_keys=True) if args.json
+          else plan.markdown())
     return 0
 
 

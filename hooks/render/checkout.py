@@ -216,6 +216,7 @@ def router_flag_always(dest: str | Path) -> bool:
 
 # The facts of the pinned MindSpeed-MM 57069cd5, for a render outside a checkout.
 _PINNED = {"recompute_in": "features", "loss_in": "features", "collator_key": "collator_id", "hf_load": True,
+           "load_strict": True,
            "sections": ["parallel", "model", "data", "training", "tools", "features"], "hook_arity": 3,
            "router_flag_always": False}
 
@@ -233,6 +234,7 @@ def facts(dest: str | Path) -> dict[str, object]:
             "collator_key": ("collator_id" if "collator_id" in places.get("data.dataloader_param.collate_param", [])
                              else "model_name"),
             "hf_load": "load_format" in places.get("training", []),
+            "load_strict": "load_strict" in places.get("training", []),
             "sections": places[""],
             "hook_arity": hook_arity(dest),
             "router_flag_always": router_flag_always(dest),

@@ -207,6 +207,40 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
     return out.strip()
 
 
+MEMORY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_micro_batch", "settings", "nodes",
+               "devices_per_node", "device_memory_gb", "markdown")
+
+
+@functools.cache
+def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
+                device_memory_gb: float, nodes: int) -> str:
+    """The memory plan for the answered cluster (``python -m hooks.model.memory --json`` in the training
+    interpreter, the model built on the meta device), frozen into the answers file; "{}" when it cannot run
+    (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
+    folder = Path(os.path.expanduser(str(model_path))).resolve()
+    if not (folder / "config.json").is_file():
+        return "{}"
+    cmd = [str(python), "-m", "hooks.model.memory", str(folder), "--json", "--devices-per-node", str(devices_per_node),
+           "--device-memory-gb", str(device_memory_gb), "--nodes", str(nodes)]
+    try:
+        done = subprocess.run([*cmd, *(["--trust-remote-code"] if trust_remote_code else [])], capture_output=True,
+                              text=True, env=env_with_hooks(), check=False, preexec_fn=die_with_parent,
+                              timeout=PROBE_TIMEOUT_S)
+        plan = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        plan = {}
+    return json.dumps({k: plan[k] for k in MEMORY_KEYS if k in plan}, sort_keys=True)
+
+
+def amount_error(value: object, field: str) -> str:
+    """An amount answer (GiB per device) is a positive number."""
+    try:
+        ok = float(str(value)) > 0
+    except ValueError:
+        ok = False
+    return "" if ok else f"{field}: {value!r} is not a positive number; answer e.g. 64"
+
+
 def export(name: str, value: str) -> None:
     """Set ``name`` for every process the copy starts: the probe (our ``subprocess``) and copier's
     tasks, which copier 9.19 starts with plumbum's copy of the environment taken at import time."""
@@ -377,6 +411,8 @@ class MigrateExtension(Extension):
             msmm_media_error=_stop_on_error(media_error),
             msmm_fields_error=_stop_on_error(fields_error),
             msmm_count_error=_stop_on_error(count_error),
+            msmm_amount_error=_stop_on_error(amount_error),
+            msmm_memory_plan=lambda *args: memory_plan(*(str(a) if i < 2 else a for i, a in enumerate(args))),
             msmm_framework_json=lambda dest: json.dumps(checkout.facts(os.path.expanduser(str(dest)))),
             msmm_branch_error=_stop_on_error(branch_error),
             **RENDER_FILTERS,

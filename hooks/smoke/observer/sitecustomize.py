@@ -11,7 +11,8 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
   shows those lines only (the trainer's INFO logging stays as it is);
 - before the first step, a few named parameters of the built model (gathered whole) against the
   same tensors in the model folder's safetensors files: that the weights came from the files and
-  not from a random init (``training.load`` pointing elsewhere, keys that did not match);
+  not from a random init (``training.load`` pointing elsewhere, keys that did not match); and,
+  with tied word embeddings, that the output head still shares the input embedding's weight;
 - after the first optimizer step (gradients still there, AdamW states created), what this rank
   holds: ``hooks.model.memory.measure_rank``, compared with the memory plan's arithmetic.
 
@@ -95,7 +96,20 @@ def check_weights(model: Any, model_dir: Path) -> dict[str, Any]:
         same = tuple(whole.shape) == tuple(expected.shape) and torch.equal(whole.detach().float().cpu(),
                                                                            expected.float())
         (checked if same else mismatch).append(name)
-    return {"folder": str(model_dir), "checked": checked, "mismatch": mismatch, "error": ""}
+    return {"folder": str(model_dir), "checked": checked, "mismatch": mismatch, "error": "", "tied": _still_tied(model)}
+
+
+def _still_tied(model: Any) -> bool | None:
+    """With tied word embeddings, does the output head still share the input embedding's weight (None: not tied)?"""
+    config = getattr(model, "config", None)
+    text = getattr(config, "get_text_config", lambda: config)()
+    if not (getattr(config, "tie_word_embeddings", False) or getattr(text, "tie_word_embeddings", False)):
+        return None
+    try:
+        out, inp = model.get_output_embeddings(), model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    return None if out is None or inp is None else out.weight is inp.weight
 
 
 def _write(out: Path, record: dict[str, Any]) -> None:
