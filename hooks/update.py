@@ -1,5 +1,6 @@
 """``python -m hooks.update [CHECKOUT]``: carry every migrated model of a checkout to the current template and
-to the framework the checkout holds now, as one diff a reviewer reads; ``--review`` prints it and changes nothing.
+to the framework the checkout holds now, as one diff a reviewer reads; ``--review`` prints it and changes nothing
+(``--copy TEMPLATE -d key=value ...`` prints the diff a new copy would make, the same way).
 
 A command around ``copier update``, for three things copier does not do by itself:
 
@@ -15,7 +16,8 @@ A command around ``copier update``, for three things copier does not do by itsel
 * **Conflicts.** copier exits 0 with ``<<<<<<<`` markers left in files; here they are listed per model and the
   exit status is non-zero.
 
-After applying, ``hooks.check`` runs on the checkout and (unless ``--no-smoke``) each updated model's smoke;
+After applying, ``hooks.check`` runs on the checkout and each updated model's smoke (unless ``--no-smoke``, or
+the model's answers say ``run_smoke: false``);
 one table row per model: framework revision old -> new, template version old -> new, files changed,
 conflicts, check, smoke.
 """
@@ -136,6 +138,23 @@ def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | No
     return rows, diff
 
 
+def copy_diff(dest: Path, template: str, data: list[str]) -> tuple[str, str]:
+    """The diff ``copier copy`` with ``data`` would make in ``dest`` (rendered in a scratch clone, no tasks: the
+    smoke's report and copied remote code are not in it), and copier's error ("" when it rendered)."""
+    with tempfile.TemporaryDirectory(prefix="msmm-review-") as tmp:
+        clone = Path(tmp) / "checkout"
+        subprocess.run(["git", "clone", "-q", str(dest), str(clone)], check=True, capture_output=True)
+        args = [arg for pair in data for arg in ("-d", pair)]
+        done = subprocess.run([sys.executable, "-m", "copier", "copy", "--trust", "--defaults", "--quiet",
+                               "--skip-tasks", *args, template, str(clone)], capture_output=True, text=True,
+                              env=env_with_hooks(), check=False)
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.splitlines() if line.strip()]
+            return "", lines[-1] if lines else f"copier copy exited with {done.returncode}"
+        _git(clone, "add", "-A")
+        return _git(clone, "diff", "--cached", "--binary"), ""
+
+
 def _check_and_smoke(dest: Path, rows: list[Row], smoke: bool) -> None:
     """``hooks.check`` per model, then each sound model's smoke (its verdict line)."""
     from hooks.check import check
@@ -144,8 +163,9 @@ def _check_and_smoke(dest: Path, rows: list[Row], smoke: bool) -> None:
     for row in rows:
         errors = [f for f in findings if f.model == row.model and f.level == "error"]
         row.check = f"error ({len(errors)}: {errors[0].what})" if errors else "ok"
-        if not smoke or row.failed:
-            row.smoke = "skipped" if not smoke else "not run"
+        wanted = smoke and _answers(dest / ANSWERS_DIR / f"{row.model}.yml").get("run_smoke", True) is not False
+        if not wanted or row.failed:
+            row.smoke = "skipped" if not wanted else "not run"
             continue
         done = subprocess.run([sys.executable, "-m", "hooks.smoke", f"{ANSWERS_DIR}/{row.model}.yml", "--dest",
                                str(dest)], cwd=dest, capture_output=True, text=True, env=env_with_hooks(),
@@ -176,12 +196,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--review", action="store_true", help="print the diff the update would make; change nothing")
     parser.add_argument("--no-smoke", action="store_true", help="skip each model's smoke after the update")
     parser.add_argument("--vcs-ref", help="template version to update to (default: its latest tag)")
+    parser.add_argument("--copy", metavar="TEMPLATE", help="review a new copy of TEMPLATE instead (with -d answers)")
+    parser.add_argument("-d", "--data", action="append", default=[], metavar="KEY=VALUE",
+                        help="an answer for --copy, as copier's -d")
     args = parser.parse_args(argv)
     dest = args.checkout.resolve()
     why = tree_error(dest)
     if why:
         print(f"error: {why}", file=sys.stderr)
         return 2
+    if args.copy:
+        diff, error = copy_diff(dest, args.copy, args.data)
+        if error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        sys.stdout.write(diff)
+        return 0
     if not list((dest / ANSWERS_DIR).glob("*.yml")):
         print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to update")
         return 0

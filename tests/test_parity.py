@@ -299,3 +299,18 @@ def test_a_forced_wrong_template_stops_before_the_smoke(mm_home: Path, tiny_mode
     assert "parity_mismatch=warn" in out
     assert changed_paths(checkout)  # the scaffold is written (and the message says how to remove it)
     assert "rm -r .copier-answers/wrong_tpl.yml" in out
+
+
+def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_path: Path) -> None:
+    """The copy-time evidence renders each candidate's YAML outside copier (strict undefined): the answers it has
+    then carry no memory plan or loading choice yet, and the framework facts come from the checkout."""
+    import yaml
+
+    facts = {"architecture": "Qwen2_5_VLForConditionalGeneration", "attention": {"flash_attention_2": True},
+             "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": ["model.layers.{*}"],
+                      "ep_modules": [], "freeze_proposal": ["model.visual"]}}
+    answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
+    config = parity.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
+    assert config["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
+    assert config["training"]["init_model_with_meta_device"] is True  # no plan: meta init + load, as before
+    assert yaml.safe_dump(config)

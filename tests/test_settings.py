@@ -177,3 +177,23 @@ def test_tied_embeddings_survive_meta_init_and_load(mm_home: Path, tiny_models, 
                 weights_loading="meta_load")
     assert done.returncode == 0, done.stdout[-3000:]
     assert "loaded through training.load; tied embeddings still shared" in done.stdout, done.stdout[-3000:]
+
+
+def test_the_loss_type_is_checked_where_and_as_the_checkout_reads_it(tmp_path: Path) -> None:
+    from hooks.smoke.settings import loss_findings
+
+    (tmp_path / "mindspeed_mm" / "fsdp" / "params").mkdir(parents=True)
+    (tmp_path / "mindspeed_mm" / "fsdp" / "params" / "argument.py").write_text(APRIL_PARAMS)
+    (tmp_path / "mindspeed_mm" / "fsdp" / "loss").mkdir(parents=True)
+    (tmp_path / "mindspeed_mm" / "fsdp" / "loss" / "loss_func.py").write_text(
+        'def build(loss_type):\n    if loss_type == "default":\n        pass\n    elif loss_type == "token_loss":\n'
+        '        pass\n')
+    problems, verified = loss_findings({"model": {"loss_cfg": {"loss_type": "default"}}}, tmp_path)
+    assert problems == [] and verified == ["loss type 'default' at model.loss_cfg, one the trainer implements "
+                                           "(default, token_loss)"]
+    problems, _ = loss_findings({"features": {"loss_cfg": {"loss_type": "default"}}}, tmp_path)
+    assert problems == ["YAML key features.loss_cfg is not where this MindSpeed-MM reads the loss: move it under "
+                        "model:"]
+    problems, _ = loss_findings({"model": {"loss_cfg": {"loss_type": "focal"}}}, tmp_path)
+    assert problems == ["model.loss_cfg.loss_type 'focal' is not one this trainer implements "
+                        "(['default', 'token_loss'])"]

@@ -40,6 +40,7 @@ KNOWN_COLLATORS = ("qwen3vl", "qwen3omni", "step3_vl")
 PARAMS_DIR = Path("mindspeed_mm/fsdp/params")
 MODELHUB_FILE = Path("mindspeed_mm/fsdp/models/modelhub.py")
 TRAIN_ENGINE_FILE = Path("mindspeed_mm/fsdp/train/train_engine.py")
+LOSS_FILE = Path("mindspeed_mm/fsdp/loss/loss_func.py")
 ROOT_CLASS = "Arguments"
 
 
@@ -212,6 +213,21 @@ def router_flag_always(dest: str | Path) -> bool:
     return any(isinstance(node, ast.keyword) and node.arg == "output_router_logits"
                and not (isinstance(node.value, ast.Constant) and node.value.value is True)
                for node in ast.walk(tree))
+
+
+def loss_types(dest: str | Path) -> list[str]:
+    """The ``loss_type`` values the trainer acts on (``loss_type == "..."`` in its loss and engine code)."""
+    found: list[str] = []
+    for rel in (LOSS_FILE, TRAIN_ENGINE_FILE):
+        try:
+            tree = ast.parse((Path(dest) / rel).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Compare) and ast.unparse(node.left).endswith("loss_type")
+                    and isinstance(node.ops[0], ast.Eq) and isinstance(node.comparators[0], ast.Constant)):
+                found.append(str(node.comparators[0].value))
+    return sorted(set(found))
 
 
 # The facts of the pinned MindSpeed-MM 57069cd5, for a render outside a checkout.

@@ -75,6 +75,9 @@ _BUILTIN_COLOURS = [
 ]
 
 
+SHARD_KEYS = ("params_local", "grads_local", "optimizer")  # bytes per rank, as hooks.model.memory counts them
+
+
 class ContractError(RuntimeError):
     """A violation of the MindSpeed-MM contract, reported verbatim as the smoke's error."""
 
@@ -110,6 +113,8 @@ class RankResult:
     error: str = ""
     traceback: str = ""
     failed_at: float = 0.0
+    shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (hooks.model.memory.measure_rank)
+    planned: dict[str, int] = field(default_factory=dict)  # the memory plan's arithmetic for this rank
 
 
 # --------------------------------------------------------------------------------------------
@@ -337,8 +342,26 @@ def _fill_result(
     result.label_tokens = sum(r.label_tokens for r in ranks if r is not None)
     result.peak_rss_mb = [r.peak_rss_mb for r in ranks if r is not None]
     result.error = _first_error(ranks, codes, timed_out, timeout_s)
+    if not result.error:
+        problems, verified = shard_findings([r for r in ranks if r is not None])
+        result.error = "; ".join(problems)
+        result.notes += verified
     if result.error:
         result.log_tail = _log_tail(work, codes)
+
+
+def shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
+    """Each rank's measured bytes against the memory plan's arithmetic (to the byte), as the framework smoke checks."""
+    problems, lines = [], []
+    for r in ranks:
+        if not r.shards:
+            continue
+        problems += [f"rank {r.rank} holds {r.shards[k]:,} bytes of {k}, the memory plan's arithmetic says "
+                     f"{r.planned.get(k, 0):,}" for k in SHARD_KEYS if r.shards[k] != r.planned.get(k)]
+        lines.append(f"rank {r.rank} " + ", ".join(f"{k.removesuffix('_local')} {r.shards[k]:,}" for k in SHARD_KEYS))
+    if problems or not lines:
+        return problems, []
+    return [], [f"verified: shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"]
 
 
 def _first_error(
@@ -413,6 +436,7 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (world,))
     dtype = getattr(torch, _DTYPES[args.param_dtype])
     model = _load_model(Path(args.model_dir), args.trust_remote_code)
+    shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
     _apply_freeze(model, args.freeze)
     accepted = _accepted_kwargs(model)
     _apply_recompute(model, args.recompute)
@@ -426,11 +450,35 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     for step in range(args.steps):
         batch = _prepare_batch(next(batches), accepted, dtype)
         out.label_tokens += int((batch["labels"] != IGNORE_INDEX).sum())
-        loss, norm = _train_step(model, batch, params, optimizer, world)
+        measure = _shard_recorder(model, optimizer, out) if step == 0 else None
+        loss, norm = _train_step(model, batch, params, optimizer, world, measure)
         out.losses.append(loss)
         out.grad_norms.append(norm)
         if rank == 0:
             print(f"step {step + 1}/{args.steps} loss {loss:.6f} grad norm {norm:.4f}", flush=True)
+    out.planned = _planned_shards(shapes, args.freeze, rank, world)
+
+
+def _shard_recorder(model: nn.Module, optimizer: Any, out: RankResult) -> Callable[[], None]:
+    """After the first optimizer step (gradients still there, AdamW states created): what this rank holds."""
+
+    def record() -> None:
+        from hooks.model.memory import measure_rank
+
+        measured = measure_rank(model, optimizer)
+        out.shards = {k: measured[k] for k in SHARD_KEYS}
+
+    return record
+
+
+def _planned_shards(shapes: list[tuple[str, tuple[int, ...]]], freeze: Sequence[str], rank: int,
+                    world: int) -> dict[str, int]:
+    """The memory plan's arithmetic for this rank (fp32 parameters, gradients and AdamW states)."""
+    from hooks.model.memory import Layout, ParamShape, rank_bytes
+
+    planned = rank_bytes([ParamShape(name, shape, "") for name, shape in shapes], Layout(world=world), rank,
+                         freeze=freeze)
+    return {k: getattr(planned, k) for k in SHARD_KEYS}
 
 
 def _seed_everything(seed: int) -> None:
@@ -592,8 +640,9 @@ def _train_step(
     params: list[torch.Tensor],
     optimizer: torch.optim.Optimizer,
     world: int,
+    after_step: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
-    """Forward, backward, clip, step; return the DP-averaged loss and the total grad norm."""
+    """Forward, backward, clip, step (then ``after_step``); return the DP-averaged loss and the total grad norm."""
     import torch
     import torch.distributed as dist
 
@@ -605,6 +654,8 @@ def _train_step(
     norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
     norm = norm.full_tensor() if hasattr(norm, "full_tensor") else norm
     optimizer.step()
+    if after_step is not None:
+        after_step()
     optimizer.zero_grad()
     logged = loss.detach().float().clone()
     dist.all_reduce(logged, op=dist.ReduceOp.SUM)

@@ -14,7 +14,9 @@ After the run, against the config the smoke trained with:
   ``hooks.render.checkout.facts``), every ``recompute_plan.apply_modules`` pattern matched a module
   the trainer logged as recomputed (``Applying recompute to module: <name>``), and only those were;
   recompute written in the other place (still a schema field at 57069cd5, but never read) fails;
-- every ``model.freeze`` pattern matched a module the trainer logged as frozen.
+- every ``model.freeze`` pattern matched a module the trainer logged as frozen;
+- ``loss_cfg`` sits where the checkout reads it and its ``loss_type`` is one the trainer's code compares
+  against (``hooks.render.checkout.loss_types``; the loss type is not logged, so this is read off the code).
 
 Each finding is one line naming the key or pattern; ``verified`` says what was checked, for the report.
 """
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.model.matching import module_name_match
-from hooks.render.checkout import facts
+from hooks.render.checkout import facts, loss_types
 
 SETTINGS_SECTIONS = ("model", "parallel", "training", "features", "tools")
 _REGISTERED = re.compile(r"Automatically registered YAML field: ([\w.]+)")
@@ -80,6 +82,21 @@ def _patterns_reached(patterns: list[str], applied: list[str], what: str, key: s
     problems = [f"{key} pattern {p!r} reached no module in the trainer ({what})" for p in missing]
     problems += [f"the trainer applied {what} to {n}, which no {key} pattern names" for n in stray]
     return problems, "" if problems else f"{what} applied to {len(applied)} modules, every {key} pattern matched"
+
+
+def loss_findings(cfg: dict[str, Any], checkout: Path | None) -> tuple[list[str], list[str]]:
+    """``loss_cfg`` where this checkout reads it, with a ``loss_type`` its trainer implements."""
+    loss_in = facts(checkout)["loss_in"] if checkout else "features"
+    problems = [f"YAML key {place}.loss_cfg is not where this MindSpeed-MM reads the loss: move it under {loss_in}:"
+                for place in {"features", "model"} - {loss_in} if _get(cfg, place, "loss_cfg")]
+    loss_type = _get(cfg, loss_in, "loss_cfg", "loss_type")
+    known = loss_types(checkout) if checkout else []
+    if loss_type is not None and known and loss_type not in known:
+        problems.append(f"{loss_in}.loss_cfg.loss_type {loss_type!r} is not one this trainer implements ({known})")
+    if problems or loss_type is None:
+        return problems, []
+    return [], [f"loss type {loss_type!r} at {loss_in}.loss_cfg, one the trainer implements"
+                + (f" ({', '.join(known)})" if known else "")]
 
 
 def unit_findings(log_text: str, cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -179,6 +196,12 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
         if not missing and not stray:
             verified.append(f"recompute applied to {len(recomputed)} modules ({recompute_in}.recompute_plan), "
                             "every pattern matched")
+    found, lines = loss_findings(cfg, checkout)
+    problems += found
+    verified += lines
+    found, lines = loss_findings(cfg, checkout)
+    problems += found
+    verified += lines
     freeze = _get(cfg, "model", "freeze") or []
     frozen = _FROZEN.findall(log_text)
     problems += [f"freeze pattern {p!r} froze no module in the trainer (model.freeze)" for p in freeze
