@@ -118,6 +118,9 @@ def test_qwen2_5_vl_plan_trains(tiny_qwen2_5_vl: Path) -> None:
     assert len(result.grad_norms) == 5 and all(math.isfinite(x) and x > 0 for x in result.grad_norms)
     assert result.label_tokens and result.label_tokens > 0
     assert len(result.peak_rss_mb) == 2
+    # issue 13: each rank's parameter, gradient and AdamW bytes after step 1 equal the memory plan's arithmetic
+    assert any(n.startswith("verified: shard sizes equal the memory plan's arithmetic to the byte (rank 0 params ")
+               for n in result.notes), result.notes
     forked = run_contract_smoke(tiny_qwen2_5_vl, QWEN2_5_VL_PLAN, steps=5, fork=True)
     assert forked.passed and forked.losses == result.losses, "forked ranks must train exactly like fresh ones"
 

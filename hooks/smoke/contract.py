@@ -883,6 +883,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=ns.timeout,
     )
     print(result.summary())
+    for note in result.notes:
+        print(f"  {note}")
     if not result.passed:
         print(f"hint: {result.hint}\n{result.log_tail}", file=sys.stderr)
     return 0 if result.passed else 1
