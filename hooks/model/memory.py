@@ -727,6 +727,13 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
 
 # --------------------------------------------------------------------------- probing a folder
 
+def shapes_of(model: Any, table: ModuleTable, plan: Plan, config: Any, name: str, notes: list[str]) -> ModelShapes:
+    """What the plan needs of a built (meta) model, its module table and its FSDP2/EP plan."""
+    return ModelShapes(name=name, shapes=param_shapes(model, table, plan), dims=dims_from_config(config),
+                       vision_towers=plan.vision_towers, ep_modules=plan.ep_modules,
+                       apply_modules=plan.apply_modules, notes=notes)
+
+
 def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelShapes:
     """Build ``model_dir``'s model on the meta device (config.json alone suffices) and read its shapes."""
     from hooks.compat import ensure_torchvision
@@ -742,12 +749,20 @@ def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelSh
     with _gc_paused():
         model, how, _ = build_structure(cls, config, model_dir)
         table = module_table(model)
-        plan = derive_plan(table)
-        shapes = param_shapes(model, table, plan)
-    notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
-    return ModelShapes(name=model_dir.name, shapes=shapes, dims=dims_from_config(config),
-                       vision_towers=plan.vision_towers, ep_modules=plan.ep_modules,
-                       apply_modules=plan.apply_modules, notes=notes)
+        notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
+        return shapes_of(model, table, derive_plan(table), config, model_dir.name, notes)
+
+
+# What a copy freezes of a plan (answers' memory_plan): the YAML defaults, the verdict, the table.
+SUMMARY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_micro_batch", "settings", "nodes",
+                "devices_per_node", "device_memory_gb", "markdown")
+DEFAULT_CLUSTER = {"devices_per_node": 8, "device_memory_gb": 64.0, "nodes": 1}  # copier.yml's defaults
+
+
+def summary(plan: MemoryPlan) -> dict[str, Any]:
+    """The plan as the answers file keeps it."""
+    data = {**plan.to_dict(), "markdown": plan.markdown()}
+    return {k: data[k] for k in SUMMARY_KEYS if k in data}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,9 +64,13 @@ class ModelFacts:
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
     custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
     timings: dict[str, float] = field(default_factory=dict)
+    # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
+    # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
+    memory_default: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
+        data.pop("memory_default")
         if not with_timings:
             data.pop("timings")
         return json.dumps(data, sort_keys=True)
@@ -376,7 +380,8 @@ def check_interpreter() -> None:
                              "training environment (torch and transformers 4.57.x installed)") from err
 
 
-def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True) -> ModelFacts:
+def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,
+          with_memory: bool = False) -> ModelFacts:
     """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input."""
     t0 = time.perf_counter()
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
@@ -401,6 +406,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         own_code = bool(getattr(config, "auto_map", None)) or custom
         build = {"how": how, "failures": failures,
                  "attention_set_by_model": attention_set_by_model(model) if own_code else {}}
+        memory = _default_memory_plan(model, table, plan, config, model_dir, how) if with_memory else {}
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
@@ -428,6 +434,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         attention=attention,
         build=build if how != META or build["attention_set_by_model"] else {},
         unused_media=unused_media_params(cls),
+        memory_default=memory,
     )
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params,
@@ -451,6 +458,19 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     facts.timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
                      "build_plan_cpu_s": cpu4 - cpu2, "total_s": time.perf_counter() - t0}
     return facts
+
+
+def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
+                         how: str) -> dict[str, Any]:
+    """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.memory`` itself)."""
+    from hooks.model import memory
+
+    try:
+        notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
+        shapes = memory.shapes_of(model, table, plan, config, model_dir.name, notes)
+        return memory.summary(memory.plan_memory(shapes, **memory.DEFAULT_CLUSTER))
+    except Exception:  # noqa: BLE001 - the plan is an extra here; the copy computes it again on its own
+        return {}
 
 
 def _processor_line(proc: dict[str, Any]) -> str:
@@ -553,6 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
+    parser.add_argument("--memory-out", type=Path, help="also write the memory plan for copier's default cluster here")
     parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
                         help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
     parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
@@ -568,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
             facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
-                          with_processor=not args.no_processor)
+                          with_processor=not args.no_processor, with_memory=args.memory_out is not None)
     except BaseException as err:
         if args.prestart_trainer:
             prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
@@ -581,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_model_code_error(args.model_dir.resolve(), err)}", file=sys.stderr)
         return EXIT_MODEL_CODE
     text = facts.to_json(with_timings=not args.no_timings) if args.json or args.out else render_table(facts)
+    if args.memory_out:
+        args.memory_out.write_text(json.dumps(facts.memory_default, sort_keys=True), encoding="utf-8")
     if args.out:
         tmp = args.out.with_name(args.out.name + ".part")
         tmp.write_text(text + "\n", encoding="utf-8")

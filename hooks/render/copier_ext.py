@@ -112,6 +112,7 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
 
 
 _PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
+_MEMORY_DEFAULTS: dict[tuple[str, str, bool], str] = {}  # the probe's memory plan for the default cluster
 PROBE_TIMEOUT_S = float(os.environ.get("MSMM_PROBE_TIMEOUT_S", "600"))  # model code that hangs on import/build
 
 
@@ -127,8 +128,9 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
     if key not in _PROBE_RUNS:
         folder = Path(os.path.expanduser(model_path)).resolve()
         with tempfile.TemporaryDirectory(prefix="msmm-probe-") as tmp:
-            out = Path(tmp) / "facts.json"
-            cmd = [python, "-m", "hooks.model.probe", str(folder), "--out", str(out), "--no-timings", *extra]
+            out, memory = Path(tmp) / "facts.json", Path(tmp) / "memory.json"
+            cmd = [python, "-m", "hooks.model.probe", str(folder), "--out", str(out), "--no-timings",
+                   "--memory-out", str(memory), *extra]
             if trust:
                 cmd.append("--trust-remote-code")
             try:
@@ -142,6 +144,8 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
                                  "MSMM_PROBE_TIMEOUT_S for a model this large")
             facts = out.read_text(encoding="utf-8") if out.is_file() else ""
             _PROBE_RUNS[key] = done.returncode, facts, done.stderr
+            if memory.is_file():
+                _MEMORY_DEFAULTS[key] = memory.read_text(encoding="utf-8")
     return _PROBE_RUNS[key]
 
 
@@ -207,16 +211,19 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
     return out.strip()
 
 
-MEMORY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_micro_batch", "settings", "nodes",
-               "devices_per_node", "device_memory_gb", "markdown")
-
-
 @functools.cache
 def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
                 device_memory_gb: float, nodes: int) -> str:
     """The memory plan for the answered cluster (``python -m hooks.model.memory --json`` in the training
     interpreter, the model built on the meta device), frozen into the answers file; "{}" when it cannot run
     (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
+    from hooks.model.memory import DEFAULT_CLUSTER, SUMMARY_KEYS
+
+    cluster = {"devices_per_node": int(devices_per_node), "device_memory_gb": float(device_memory_gb),
+               "nodes": int(nodes)}
+    default = _MEMORY_DEFAULTS.get((str(model_path), str(python), bool(trust_remote_code)), "{}")
+    if cluster == DEFAULT_CLUSTER and default != "{}":  # the probe planned it while it had the model built
+        return default
     folder = Path(os.path.expanduser(str(model_path))).resolve()
     if not (folder / "config.json").is_file():
         return "{}"
@@ -229,7 +236,7 @@ def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_p
         plan = json.loads(done.stdout) if done.returncode == 0 else {}
     except (OSError, ValueError, subprocess.TimeoutExpired):
         plan = {}
-    return json.dumps({k: plan[k] for k in MEMORY_KEYS if k in plan}, sort_keys=True)
+    return json.dumps({k: plan[k] for k in SUMMARY_KEYS if k in plan}, sort_keys=True)
 
 
 def amount_error(value: object, field: str) -> str:
