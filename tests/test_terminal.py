@@ -74,7 +74,8 @@ def answer_up_to_the_smoke(term: Terminal, model_id: str, model: Path) -> str:
     term.wait_for("Python of the training environment")
     term.type(sys.executable, clear=True)  # the default "python3" may not be this environment's
     term.wait_for("Data branch.")
-    for question in ("Training data", "Folder that relative", "chat template", "data collator", "NPUs per node"):
+    for question in ("Training data", "Folder that relative", "chat template", "data collator",
+                     "NPUs (devices) per node", "Memory per device", "Nodes you plan", "How ranks get the weights"):
         term.type()
         term.wait_for(question)
     term.type()

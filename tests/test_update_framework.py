@@ -66,7 +66,7 @@ def _migrated(old: Path, tmp_path: Path, tiny_models) -> Path:
 
 
 @pytest.mark.tier2
-@pytest.mark.parametrize("revision", ["d0610012", "a650ff81"])
+@pytest.mark.parametrize("revision", ["d0610012", pytest.param("a650ff81", marks=pytest.mark.full_matrix)])
 def test_update_all_carries_hand_edits_across_a_framework_upgrade(revision: str, mm_home: Path, tiny_models,
                                                                   tmp_path: Path) -> None:
     dest = _migrated(_older(revision), tmp_path, tiny_models)

@@ -76,7 +76,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,12 +210,19 @@ class RankBytes:
 
 def rank_bytes(shapes: Iterable[ParamShape], layout: Layout, rank: int = 0, *, freeze: Sequence[str] = (),
                param_bytes: int = FP32, grad_bytes: int | None = None, state_bytes: int = FP32,
-               states: int = ADAM_STATES, step_bytes: int = ADAM_STEP_BYTES) -> RankBytes:
-    """Per-rank local bytes of parameters, gradients and AdamW states (exact FSDP2/EP arithmetic)."""
+               states: int = ADAM_STATES, step_bytes: int = ADAM_STEP_BYTES,
+               no_grad: Collection[str] = ()) -> RankBytes:
+    """Per-rank local bytes of parameters, gradients and AdamW states (exact FSDP2/EP arithmetic).
+
+    ``no_grad``: trainable parameters the forward never used (LLaVA's last vision layer under
+    ``vision_feature_layer: -2``, a VQ tokenizer entered through ``encode()``): they get no gradient,
+    so AdamW keeps no state for them either.
+    """
     grad_bytes = param_bytes if grad_bytes is None else grad_bytes
     out = RankBytes(rank, 0, 0, 0, 0, 0, 0)
+    skipped = set(no_grad)
     for p in shapes:
-        s = shard_param(p, layout, rank, not is_frozen(p.name, freeze))
+        s = shard_param(p, layout, rank, not is_frozen(p.name, freeze) and p.name not in skipped)
         out.params_local += s.local * param_bytes
         out.params_padded += s.padded * param_bytes
         if s.trainable:
@@ -224,6 +231,14 @@ def rank_bytes(shapes: Iterable[ParamShape], layout: Layout, rank: int = 0, *, f
             out.optimizer += s.local * state_bytes * states + step_bytes
             out.trainable_tensors += 1
     return out
+
+
+def unused_note(names: Sequence[str]) -> str:
+    """The parameters that got no gradient (so no optimizer state), as the arithmetic took them."""
+    if not names:
+        return ""
+    return (f"; {len(names)} trainable parameters got no gradient (the forward does not use them, so no optimizer "
+            f"state either): {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}")
 
 
 def local_numels(shapes: Iterable[ParamShape], layout: Layout, rank: int) -> dict[str, int]:
@@ -299,6 +314,7 @@ def measure_rank(model: Any, optimizer: Any) -> dict[str, Any]:
     out["params_padded"] = storage_bytes([t for _, t in params])
     out["grads_local"] = sum(g.numel() * g.element_size() for g in grads)
     out["grads_padded"] = storage_bytes(grads)
+    out["no_grad"] = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
     out["optimizer"] = sum(local(v).numel() * local(v).element_size() for state in optimizer.state.values()
                            for v in state.values() if isinstance(v, torch.Tensor))
     return out

@@ -115,6 +115,7 @@ class RankResult:
     failed_at: float = 0.0
     shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (hooks.model.memory.measure_rank)
     planned: dict[str, int] = field(default_factory=dict)  # the memory plan's arithmetic for this rank
+    no_grad: list[str] = field(default_factory=list)  # trainable parameters the forward left without a gradient
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,7 +362,11 @@ def shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
         lines.append(f"rank {r.rank} " + ", ".join(f"{k.removesuffix('_local')} {r.shards[k]:,}" for k in SHARD_KEYS))
     if problems or not lines:
         return problems, []
-    return [], [f"verified: shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"]
+    from hooks.model.memory import unused_note
+
+    unused = next((r.no_grad for r in ranks if r.no_grad), [])
+    return [], [f"verified: shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"
+                + unused_note(unused)]
 
 
 def _first_error(
@@ -456,7 +461,7 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
         out.grad_norms.append(norm)
         if rank == 0:
             print(f"step {step + 1}/{args.steps} loss {loss:.6f} grad norm {norm:.4f}", flush=True)
-    out.planned = _planned_shards(shapes, args.freeze, rank, world)
+    out.planned = _planned_shards(shapes, args.freeze, rank, world, out.no_grad)
 
 
 def _shard_recorder(model: nn.Module, optimizer: Any, out: RankResult) -> Callable[[], None]:
@@ -467,17 +472,18 @@ def _shard_recorder(model: nn.Module, optimizer: Any, out: RankResult) -> Callab
 
         measured = measure_rank(model, optimizer)
         out.shards = {k: measured[k] for k in SHARD_KEYS}
+        out.no_grad = measured["no_grad"]
 
     return record
 
 
 def _planned_shards(shapes: list[tuple[str, tuple[int, ...]]], freeze: Sequence[str], rank: int,
-                    world: int) -> dict[str, int]:
+                    world: int, no_grad: Sequence[str]) -> dict[str, int]:
     """The memory plan's arithmetic for this rank (fp32 parameters, gradients and AdamW states)."""
     from hooks.model.memory import Layout, ParamShape, rank_bytes
 
     planned = rank_bytes([ParamShape(name, shape, "") for name, shape in shapes], Layout(world=world), rank,
-                         freeze=freeze)
+                         freeze=freeze, no_grad=no_grad)
     return {k: getattr(planned, k) for k in SHARD_KEYS}
 
 

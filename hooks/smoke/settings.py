@@ -154,20 +154,23 @@ def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], mode
         return [], []
     if any("error" in m for m in measured.values()):
         return [f"shard sizes not measured: {next(m['error'] for m in measured.values() if 'error' in m)}"], []
-    from hooks.model.memory import Layout, model_shapes, rank_bytes
+    from hooks.model.memory import Layout, model_shapes, rank_bytes, unused_note
 
     shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code"))).shapes
     layout = Layout(world=nproc, ep=int(_get(cfg, "parallel", "expert_parallel_size") or 1))
     freeze = _get(cfg, "model", "freeze") or []
     problems, lines = [], []
     for rank, got in sorted(measured.items()):
-        want = rank_bytes(shapes, layout, rank, freeze=freeze)
+        want = rank_bytes(shapes, layout, rank, freeze=freeze, no_grad=got.get("no_grad", []))
         pairs = [("params", want.params_local, got["params_local"]), ("grads", want.grads_local, got["grads_local"]),
                  ("optimizer", want.optimizer, got["optimizer"])]
         problems += [f"rank {rank} holds {g:,} bytes of {what}, the memory plan's arithmetic says {w:,}"
                      for what, w, g in pairs if w != g]
         lines.append(f"rank {rank} " + ", ".join(f"{what} {g:,}" for what, _, g in pairs))
-    verified = [] if problems else [f"shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"]
+
+    unused = next((m.get("no_grad") for m in measured.values() if m.get("no_grad")), [])
+    verified = [] if problems else [f"shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"
+                                    + unused_note(unused)]
     return problems, verified
 
 
