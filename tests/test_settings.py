@@ -86,15 +86,23 @@ def test_a_key_the_checkout_does_not_know_fails_the_smoke(mm_home: Path, tiny_mo
     done = copy(dest, skip_tasks=False, template=template_src, model_id="keys", model_path=tiny_models("qwen2_5_vl"))
     assert done.returncode == 0, done.stdout[-3000:]
     assert "verified: no YAML setting ignored by the trainer" in done.stdout
-    path = dest / "examples" / "keys" / "keys_config.yaml"
-    config = yaml.safe_load(path.read_text())
+    config = _config(dest, "keys")
     config["parallel"]["recompute_granularity"] = "full"  # an April-framework habit, unknown to this checkout
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
-    rerun = subprocess.run([sys.executable, "-m", "hooks.smoke", ".copier-answers/keys.yml"], cwd=dest, env=env,
-                           capture_output=True, text=True, timeout=900, check=False)
+    rerun = _smoke_again(dest, "keys", config)
     assert rerun.returncode != 0
     assert "smoke[framework] FAIL" in rerun.stdout and "parallel.recompute_granularity" in rerun.stdout
+
+
+def _config(dest: Path, model_id: str) -> dict:
+    return yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
+
+
+def _smoke_again(dest: Path, model_id: str, config: dict) -> subprocess.CompletedProcess[str]:
+    """Write the edited YAML back and re-run the model's smoke as a user would."""
+    (dest / "examples" / model_id / f"{model_id}_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
+    return subprocess.run([sys.executable, "-m", "hooks.smoke", f".copier-answers/{model_id}.yml"], cwd=dest,
+                          env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
 def _perturbed_copy(model: Path, dest: Path) -> Path:
@@ -124,16 +132,12 @@ def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_w
         assert line in done.stdout, done.stdout[-3000:]
     migration = (dest / "examples" / "wts" / "MIGRATION.md").read_text()
     assert "weights: 4 tensors equal the model folder's files" in migration
-    path = dest / "examples" / "wts" / "wts_config.yaml"
-    config = yaml.safe_load(path.read_text())
+    config = _config(dest, "wts")
     training = config["training"]
     assert training["init_model_with_meta_device"] is True and training["load_format"] == "hf"
     assert training["load_strict"] is True
     config["training"]["load"] = str(_perturbed_copy(model, tmp_path / "other_vl"))
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
-    rerun = subprocess.run([sys.executable, "-m", "hooks.smoke", ".copier-answers/wts.yml"], cwd=dest, env=env,
-                           capture_output=True, text=True, timeout=900, check=False)
+    rerun = _smoke_again(dest, "wts", config)
     assert rerun.returncode != 0
     assert "smoke[framework] FAIL" in rerun.stdout and "the trained weights are not the model's" in rerun.stdout
     assert "training.load" in rerun.stdout
