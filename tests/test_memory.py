@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hooks.model import memory
+from hooks.model import cluster, memory
 from hooks.model.memory import GIB, LOADING_META, LOADING_PLAIN, Layout, ParamShape, plan_memory, rank_bytes
 from tests.conftest import FULL_CONFIGS, TEMPLATE_ROOT
 
@@ -30,7 +30,7 @@ def shapes() -> dict[str, memory.ModelShapes]:
 
     class Lazy(dict):
         def __missing__(self, name: str) -> memory.ModelShapes:
-            self[name] = memory.model_shapes(FULL_CONFIGS / name)
+            self[name] = cluster.model_shapes(FULL_CONFIGS / name)
             return self[name]
 
     return Lazy()
@@ -144,7 +144,7 @@ def test_rank_bytes_equal_real_fully_shard_on_two_gloo_ranks(tiny_models, tmp_pa
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT) for r in range(2)]
     logs = [p.communicate(timeout=240)[0].decode()[-3000:] for p in procs]
     assert all(p.returncode == 0 for p in procs), logs
-    shapes = memory.model_shapes(model_dir)  # meta build: its shapes must be the real model's
+    shapes = cluster.model_shapes(model_dir)  # meta build: its shapes must be the real model's
     used_freeze = freeze or ["model.visual"]  # unused tower: no grads, as if frozen
     assert any(p.shape[0] % 2 for p in shapes.shapes)  # padding is exercised
     for rank in range(2):
@@ -218,10 +218,10 @@ def test_qwen3_vl_30b_lands_within_one_setting_of_mindspeed_mm_example(shapes) -
 
 
 def test_cli_prints_markdown_and_json(shapes, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(memory, "model_shapes", lambda path, trust_remote_code=False: shapes[QWEN25_7B])
-    assert memory.main([str(FULL_CONFIGS / QWEN25_7B)]) == 0
+    monkeypatch.setattr(cluster, "model_shapes", lambda path, trust_remote_code=False: shapes[QWEN25_7B])
+    assert cluster.main([str(FULL_CONFIGS / QWEN25_7B)]) == 0
     assert "| settings | 1 node(s), fully_shard_parallel_size auto |" in capsys.readouterr().out
-    assert memory.main([str(FULL_CONFIGS / QWEN25_7B), "--nodes", "2", "--json"]) == 0
+    assert cluster.main([str(FULL_CONFIGS / QWEN25_7B), "--nodes", "2", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["yaml"]["parallel.fully_shard_parallel_size"] == 8  # HSDP: shard within a node
     assert data["world"] == 16 and data["fits"]

@@ -72,13 +72,9 @@ memory and no weights. What the trainer holds, and why (``mindspeed-mm-fsdp2-con
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hooks.model.matching import module_name_match
@@ -750,25 +746,6 @@ def shapes_of(model: Any, table: ModuleTable, plan: Plan, config: Any, name: str
                        apply_modules=plan.apply_modules, notes=notes)
 
 
-def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelShapes:
-    """Build ``model_dir``'s model on the meta device (config.json alone suffices) and read its shapes."""
-    from hooks.compat import ensure_torchvision
-
-    ensure_torchvision()
-    from hooks.model.build import META, _gc_paused, build_structure
-    from hooks.model.loading import load_config_and_class
-    from hooks.model.plan import derive_plan
-    from hooks.model.probe import check_model_dir, module_table
-
-    check_model_dir(model_dir, trust_remote_code=trust_remote_code)
-    config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
-    with _gc_paused():
-        model, how, _ = build_structure(cls, config, model_dir)
-        table = module_table(model)
-        notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
-        return shapes_of(model, table, derive_plan(table), config, model_dir.name, notes)
-
-
 # What a copy freezes of a plan (answers' memory_plan): the YAML defaults, the verdict, the table.
 SUMMARY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_micro_batch", "settings", "nodes",
                 "devices_per_node", "device_memory_gb", "markdown")
@@ -781,36 +758,6 @@ def summary(plan: MemoryPlan) -> dict[str, Any]:
     return {k: data[k] for k in SUMMARY_KEYS if k in data}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.model.memory", description=__doc__.splitlines()[0])
-    parser.add_argument("model_dir", type=Path)
-    parser.add_argument("--devices-per-node", type=int, default=8)
-    parser.add_argument("--device-memory-gb", type=float, default=64)
-    parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--host-memory-gb", type=float, default=1024)
-    parser.add_argument("--cutoff-len", type=int, default=2048)
-    parser.add_argument("--micro-batch-size", type=int, default=1)
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    args = parser.parse_args(argv)
-    from hooks.model.build import ProbeError
-
-    try:
-        shapes = model_shapes(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code)
-    except ProbeError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    plan = plan_memory(shapes, devices_per_node=args.devices_per_node, device_memory_gb=args.device_memory_gb,
-                       nodes=args.nodes, host_memory_gb=args.host_memory_gb, cutoff_len=args.cutoff_len,
-                       micro_batch_size=args.micro_batch_size)
-    print(json.dumps({**plan.to_dict(), "markdown": plan.markdown()}, indent=1, sort_keys=True) if args.json
-          else plan.markdown())
-    return 0
-
-
 __all__ = ["Layout", "MemoryPlan", "ModelShapes", "ParamShape", "RankBytes", "Settings", "activations",
-           "dims_from_config", "is_frozen", "local_numels", "measure_rank", "model_shapes", "param_shapes",
+           "dims_from_config", "is_frozen", "local_numels", "measure_rank", "param_shapes",
            "plan_memory", "rank_bytes", "shard_numel", "shard_rows", "unit_gathers"]
-
-if __name__ == "__main__":
-    sys.exit(main())

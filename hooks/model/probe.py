@@ -462,7 +462,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
 
 def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
                          how: str) -> dict[str, Any]:
-    """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.memory`` itself)."""
+    """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.cluster`` itself)."""
     from hooks.model import memory
 
     try:

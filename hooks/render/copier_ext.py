@@ -32,6 +32,14 @@ from jinja2.runtime import Context
 TEMPLATE_ROOT = Path(__file__).resolve().parents[2]
 if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.probe
     sys.path.insert(0, str(TEMPLATE_ROOT))
+# `copier update` loads this file once per template version in one process (the old version's replay first, from a
+# temporary clone it then deletes): this version's filters must import this version's hooks, not the cached ones.
+_loaded = sys.modules.get("hooks")
+if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve().parents[1] != TEMPLATE_ROOT:
+    for _name in [n for n in sys.modules if n == "hooks" or n.startswith("hooks.")]:
+        del sys.modules[_name]
+    sys.path.remove(str(TEMPLATE_ROOT))
+    sys.path.insert(0, str(TEMPLATE_ROOT))
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV, die_with_parent  # noqa: E402
@@ -214,7 +222,7 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
 @functools.cache
 def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
                 device_memory_gb: float, nodes: int) -> str:
-    """The memory plan for the answered cluster (``python -m hooks.model.memory --json`` in the training
+    """The memory plan for the answered cluster (``python -m hooks.model.cluster --json`` in the training
     interpreter, the model built on the meta device), frozen into the answers file; "{}" when it cannot run
     (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
     from hooks.model.memory import DEFAULT_CLUSTER, SUMMARY_KEYS
@@ -227,7 +235,7 @@ def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_p
     folder = Path(os.path.expanduser(str(model_path))).resolve()
     if not (folder / "config.json").is_file():
         return "{}"
-    cmd = [str(python), "-m", "hooks.model.memory", str(folder), "--json", "--devices-per-node", str(devices_per_node),
+    cmd = [str(python), "-m", "hooks.model.cluster", str(folder), "--json", "--devices-per-node", str(devices_per_node),
            "--device-memory-gb", str(device_memory_gb), "--nodes", str(nodes)]
     try:
         done = subprocess.run([*cmd, *(["--trust-remote-code"] if trust_remote_code else [])], capture_output=True,

@@ -154,7 +154,8 @@ def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], mode
         return [], []
     if any("error" in m for m in measured.values()):
         return [f"shard sizes not measured: {next(m['error'] for m in measured.values() if 'error' in m)}"], []
-    from hooks.model.memory import Layout, model_shapes, rank_bytes, unused_note
+    from hooks.model.cluster import model_shapes
+    from hooks.model.memory import Layout, rank_bytes, unused_note
 
     shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code"))).shapes
     layout = Layout(world=nproc, ep=int(_get(cfg, "parallel", "expert_parallel_size") or 1))
