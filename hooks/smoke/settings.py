@@ -138,9 +138,6 @@ def weight_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any]) -> 
         what = weights.get("error") or f"{', '.join(weights['mismatch'])} differ from the files"
         return [f"the trained weights are not the model's: {what} in {weights.get('folder')}; the trainer loaded "
                 f"them through {source}: point it at the model folder"], []
-    if weights.get("tied") is False:
-        return ["tied word embeddings came apart: the output head no longer shares the input embedding's weight "
-                f"after loading through {source}"], []
     tied = "; tied embeddings still shared" if weights.get("tied") else ""
     return [], [f"weights: {len(weights['checked'])} tensors equal the model folder's files "
                 f"({', '.join(weights['checked'])}), loaded through {source.split(' ')[0]}{tied}"]

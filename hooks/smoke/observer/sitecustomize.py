@@ -100,7 +100,10 @@ def check_weights(model: Any, model_dir: Path) -> dict[str, Any]:
 
 
 def _still_tied(model: Any) -> bool | None:
-    """With tied word embeddings, does the output head still share the input embedding's weight (None: not tied)?"""
+    """With tied word embeddings, does the output head still share the input embedding's weight (None: not tied)?
+
+    Reported, not judged: the config flag alone does not say that transformers tied them (Janus, Mllama set it
+    and keep two weights), so only a shared weight is stated (Gemma 3 after meta init + load)."""
     config = getattr(model, "config", None)
     text = getattr(config, "get_text_config", lambda: config)()
     if not (getattr(config, "tie_word_embeddings", False) or getattr(text, "tie_word_embeddings", False)):
@@ -109,7 +112,9 @@ def _still_tied(model: Any) -> bool | None:
         out, inp = model.get_output_embeddings(), model.get_input_embeddings()
     except (AttributeError, NotImplementedError):
         return None
-    return None if out is None or inp is None else out.weight is inp.weight
+    if out is None or inp is None or tuple(out.weight.shape) != tuple(inp.weight.shape):
+        return None  # the flag is set, but these weights cannot be one tensor (Mllama's extra embedding rows)
+    return out.weight is inp.weight
 
 
 def _write(out: Path, record: dict[str, Any]) -> None:
