@@ -159,7 +159,10 @@ def schema(dest: str | Path) -> dict[str, list[str]]:
     Only classes defined under ``params/`` are followed; a field typed by a class from elsewhere
     (the data section's dataset parameters) is a leaf here. Empty outside a checkout.
     """
-    classes = _settings_classes(Path(dest))
+    return _places(_settings_classes(Path(dest)))
+
+
+def _places(classes: dict[str, dict[str, tuple[str | None, bool]]]) -> dict[str, list[str]]:
     if ROOT_CLASS not in classes:
         return {}
     places: dict[str, list[str]] = {}
@@ -176,9 +179,9 @@ def schema(dest: str | Path) -> dict[str, list[str]]:
 
 def deprecated(dest: str | Path) -> list[str]:
     """Dotted keys whose field help says they are deprecated (``data.dataloader_param.collate_param.model_name``)."""
-    classes = _settings_classes(Path(dest))
+    classes = _settings_classes(Path(dest))  # parsed once for both the places and the flags
     found = []
-    for path, keys in schema(dest).items():
+    for path, keys in _places(classes).items():
         cls = _class_at(classes, path)
         found += [f"{path}.{k}".lstrip(".") for k in keys if cls and classes[cls][k][1]]
     return found
