@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
@@ -14,6 +16,25 @@ TEMPLATE_ROOT = Path(__file__).resolve().parent.parent
 def copier(*args: str, cwd: Path | None = None, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "copier", *args], capture_output=True, text=True,
                           cwd=cwd, timeout=timeout, check=False)
+
+
+@contextmanager
+def own_hooks() -> Iterator[None]:
+    """Keep this repository's ``hooks`` package imported across an in-process copier call.
+
+    copier loads ``hooks/render/copier_ext.py`` from the template it renders (a temporary clone it deletes
+    afterwards); the extension replaces a ``hooks`` package imported from another root with the clone's, so
+    without this the test process would later import ``hooks`` submodules from a deleted folder.
+    """
+    saved = {name: mod for name, mod in sys.modules.items() if name == "hooks" or name.startswith("hooks.")}
+    path = list(sys.path)
+    try:
+        yield
+    finally:
+        for name in [n for n in sys.modules if n == "hooks" or n.startswith("hooks.")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        sys.path[:] = path
 
 
 def template_snapshot(dest: Path) -> Path:

@@ -72,12 +72,15 @@ def rendered_root(tmp_path_factory, template_src) -> Path:
 def test_scaffold_renders(arch: str, tiny_models, facts_by_arch, template_src: Path, rendered_root: Path) -> None:
     from copier import run_copy
 
+    from tests.copier_run import own_hooks
+
     facts = facts_by_arch(arch)
     dest = rendered_root / arch
-    run_copy(str(template_src), dest, data={
-        "model_id": f"tiny_{arch}", "model_path": str(tiny_models(arch)), "model_facts": facts,
-        "trust_remote_code": arch.startswith(OWN_CODE), "data_branch": facts["recommended_branch"],
-    }, defaults=True, unsafe=True, skip_tasks=True, quiet=True)
+    with own_hooks():
+        run_copy(str(template_src), dest, data={
+            "model_id": f"tiny_{arch}", "model_path": str(tiny_models(arch)), "model_facts": facts,
+            "trust_remote_code": arch.startswith(OWN_CODE), "data_branch": facts["recommended_branch"],
+        }, defaults=True, unsafe=True, skip_tasks=True, quiet=True)
     config = dest / "examples" / f"tiny_{arch}" / f"tiny_{arch}_config.yaml"
     import yaml
 
