@@ -59,6 +59,16 @@ def test_freeze_uses_mindspeed_matching_on_every_enclosing_module() -> None:
     assert not memory.is_frozen("model.language_model.layers.0.mlp.up_proj.weight", [])
 
 
+def test_per_layer_sizes_count_as_their_widest_layer(tiny_models) -> None:
+    """Gemma 3n lists ``intermediate_size`` per layer; the activation estimate takes the widest."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(tiny_models("gemma3n"))
+    widths = config.get_text_config().intermediate_size
+    assert isinstance(widths, list)
+    assert memory.dims_from_config(config).intermediate == max(widths)
+
+
 def test_expert_params_split_over_ep_then_fully_shard_dim1_over_efsdp() -> None:
     shapes = [ParamShape("layers.0.mlp.experts.gate_up_proj", (8, 4, 12), "layers.0", "layers.0.mlp.experts"),
               ParamShape("layers.0.mlp.experts.down_proj", (8, 6, 4), "layers.0", "layers.0.mlp.experts"),

@@ -337,8 +337,12 @@ class Dims:
 
 
 def _get(cfg: Any, *names: str, default: Any = 0) -> Any:
+    """The first of ``names`` the config sets. A per-layer list (Gemma 3n's ``intermediate_size``) counts as its
+    largest entry: the widest layer bounds the activation estimate."""
     for n in names:
         v = getattr(cfg, n, None)
+        if isinstance(v, list | tuple):
+            v = max(v, default=None)
         if v is not None:
             return v
     return default
