@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks.smoke.settings import ignored_keys, settings_findings
+from hooks.smoke.settings import ignored_keys, load_error, settings_findings
 from tests.copier_run import TEMPLATE_ROOT, copy, mm_checkout
 
 CFG = {"features": {"recompute": True, "recompute_plan": {"apply_modules": ["model.layers.{*}"]}},
@@ -141,6 +141,19 @@ def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_w
     assert rerun.returncode != 0
     assert "smoke[framework] FAIL" in rerun.stdout and "the trained weights are not the model's" in rerun.stdout
     assert "training.load" in rerun.stdout
+    config["training"]["load"] = str(tiny_models("qwen2_vl"))  # another family: keys do not match, load_strict stops
+    rerun = _smoke_again(dest, "wts", config)
+    assert rerun.returncode != 0 and "load_strict" in rerun.stdout
+    assert f"the trainer loads the weights through training.load ({tiny_models('qwen2_vl')})" in rerun.stdout
+
+
+def test_a_strict_load_failure_names_training_load() -> None:
+    cfg = {"training": {"init_model_with_meta_device": True, "load": "/m/other"}}
+    error = "RuntimeError: 12 parameter key(s) absent from the HF checkpoint (load_strict=True): ['a.weight']"
+    assert load_error(error, cfg, Path("/m/own")).endswith(
+        "-- the trainer loads the weights through training.load (/m/other): point it at the model folder (/m/own)")
+    assert load_error("RuntimeError: out of memory", cfg, Path("/m/own")) == "RuntimeError: out of memory"
+    assert load_error(error, {"training": {"load": "/m/other"}}, Path("/m/own")) == error  # from_pretrained
 
 
 def test_units_and_expert_parallel_are_read_off_the_trainers_apply_lines() -> None:

@@ -143,6 +143,19 @@ def weight_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any]) -> 
                 f"({', '.join(weights['checked'])}), loaded through {source.split(' ')[0]}{tied}"]
 
 
+_LOAD_ERROR = re.compile(r"checkpoint|load_strict|safetensors|state_dict|size mismatch", re.IGNORECASE)
+
+
+def load_error(error: str, cfg: dict[str, Any], model_dir: Path) -> str:
+    """``error`` naming ``training.load`` when the trainer died loading the weights it names (keys that do not
+    match under ``load_strict``), so the user edits the key rather than reading a traceback."""
+    load = _get(cfg, "training", "load")
+    if not (error and load and _get(cfg, "training", "init_model_with_meta_device") and _LOAD_ERROR.search(error)):
+        return error
+    return (f"{error} -- the trainer loads the weights through training.load ({load}): point it at the model "
+            f"folder ({model_dir})")
+
+
 def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], model_dir: Path | None,
                    nproc: int) -> tuple[list[str], list[str]]:
     """Each rank's parameter, gradient and AdamW bytes after step 1 against the memory plan's arithmetic."""
@@ -197,9 +210,6 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
         if not missing and not stray:
             verified.append(f"recompute applied to {len(recomputed)} modules ({recompute_in}.recompute_plan), "
                             "every pattern matched")
-    found, lines = loss_findings(cfg, checkout)
-    problems += found
-    verified += lines
     found, lines = loss_findings(cfg, checkout)
     problems += found
     verified += lines

@@ -575,8 +575,10 @@ def run_framework_smoke(
         notes=bridge_notes(run.log_text),
         error=_run_error(run, timeout_s),
     )
+    from hooks.smoke.settings import load_error, settings_findings
+
+    result.error = load_error(result.error, cfg, Path(model_dir))
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
-        from hooks.smoke.settings import settings_findings
 
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
