@@ -28,7 +28,7 @@ RECOMPUTED = ("INFO => Applying recompute to module: model.layers.0\n"
 def test_settings_that_took_effect_are_verified() -> None:
     problems, verified = settings_findings(RECOMPUTED, CFG)
     assert problems == []
-    assert verified == ["recompute applied to 2 modules (features.recompute_plan), every pattern matched",
+    assert verified == ["recompute applied to 2 modules, every features.recompute_plan.apply_modules pattern matched",
                         "freeze applied to 1 modules", "no YAML setting ignored by the trainer"]
 
 
@@ -51,7 +51,8 @@ def test_recompute_is_checked_where_the_checkout_reads_it(tmp_path: Path) -> Non
     (tmp_path / "mindspeed_mm" / "fsdp" / "params" / "argument.py").write_text(APRIL_PARAMS)
     april = {"parallel": CFG["features"], "model": CFG["model"]}
     problems, verified = settings_findings(RECOMPUTED, april, tmp_path)
-    assert problems == [] and verified[0].startswith("recompute applied to 2 modules (parallel.recompute_plan)")
+    assert problems == []
+    assert verified[0] == "recompute applied to 2 modules, every parallel.recompute_plan.apply_modules pattern matched"
     problems, _ = settings_findings(RECOMPUTED, CFG, tmp_path)
     assert problems == ["YAML key features.recompute / features.recompute_plan is not where this MindSpeed-MM reads "
                         "recompute: move them under parallel:"]
@@ -73,8 +74,10 @@ def test_recompute_and_freeze_patterns_that_reach_nothing_fail() -> None:
     cfg = {**CFG, "features": {"recompute": True, "recompute_plan": {"apply_modules": ["model.blocks.{*}"]}},
            "model": {"freeze": ["model.vision"]}}
     problems, verified = settings_findings(RECOMPUTED, cfg)
-    assert "recompute pattern 'model.blocks.{*}' reached no module in the trainer (features.recompute_plan)" in problems
-    assert "the trainer recomputed model.layers.0, which no recompute pattern names" in problems
+    assert ("features.recompute_plan.apply_modules pattern 'model.blocks.{*}' reached no module in the trainer "
+            "(recompute)") in problems
+    assert ("the trainer applied recompute to model.layers.0, which no features.recompute_plan.apply_modules "
+            "pattern names") in problems
     assert "freeze pattern 'model.vision' froze no module in the trainer (model.freeze)" in problems
     assert verified == []
 

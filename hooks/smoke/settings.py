@@ -202,14 +202,10 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
     recomputed = list(dict.fromkeys(_RECOMPUTED.findall(log_text)))
     patterns = _get(cfg, recompute_in, "recompute_plan", "apply_modules") or []
     if _get(cfg, recompute_in, "recompute") and patterns:
-        missing = [p for p in patterns if not any(module_name_match(p, name) for name in recomputed)]
-        stray = [n for n in recomputed if not any(module_name_match(p, n) for p in patterns)]
-        problems += [f"recompute pattern {p!r} reached no module in the trainer ({recompute_in}.recompute_plan)"
-                     for p in missing]
-        problems += [f"the trainer recomputed {n}, which no recompute pattern names" for n in stray]
-        if not missing and not stray:
-            verified.append(f"recompute applied to {len(recomputed)} modules ({recompute_in}.recompute_plan), "
-                            "every pattern matched")
+        key = f"{recompute_in}.recompute_plan.apply_modules"
+        found, line = _patterns_reached(patterns, recomputed, "recompute", key)
+        problems += found
+        verified += [line] if line else []
     found, lines = loss_findings(cfg, checkout)
     problems += found
     verified += lines
