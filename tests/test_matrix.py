@@ -114,6 +114,8 @@ def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
                                 recompute=facts["plan"]["recompute_modules"],
                                 trust_remote_code=arch.startswith(OWN_CODE), fork=True)
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
+    assert any(note.startswith("verified: shard sizes equal the memory plan's arithmetic to the byte")
+               for note in result.notes), result.notes  # issue 13: measured on every rank, not skipped
 
 
 def test_readme_support_table_covers_every_architecture() -> None:
