@@ -69,6 +69,26 @@ def test_per_layer_sizes_count_as_their_widest_layer(tiny_models) -> None:
     assert memory.dims_from_config(config).intermediate == max(widths)
 
 
+def test_optimizer_states_of_a_container_are_read_member_by_member() -> None:
+    """A test double of MindSpeed-MM's MultiOptimizer (its ``state`` is a ChainMap of the members' states):
+    reading through the ChainMap would create empty entries in the first member and miss the second's."""
+    from collections import ChainMap
+
+    experts, dense = torch.nn.Linear(2, 2), torch.nn.Linear(3, 3)
+    members = {"ep": torch.optim.AdamW(experts.parameters()), "non_ep": torch.optim.AdamW(dense.parameters())}
+    for module, opt in ((experts, members["ep"]), (dense, members["non_ep"])):
+        module(torch.ones(1, module.in_features)).sum().backward()
+        opt.step()
+
+    class MultiOptimizerDouble:
+        optimizers_dict = members
+        state = property(lambda self: ChainMap(*(o.state for o in members.values())))
+
+    states = memory.optimizer_states(MultiOptimizerDouble())
+    assert len(states) == 4 and all(set(s) == {"step", "exp_avg", "exp_avg_sq"} for s in states)
+    assert len(members["ep"].state) == 2  # nothing created in the first member
+
+
 def test_expert_params_split_over_ep_then_fully_shard_dim1_over_efsdp() -> None:
     shapes = [ParamShape("layers.0.mlp.experts.gate_up_proj", (8, 4, 12), "layers.0", "layers.0.mlp.experts"),
               ParamShape("layers.0.mlp.experts.down_proj", (8, 6, 4), "layers.0", "layers.0.mlp.experts"),

@@ -96,6 +96,23 @@ def test_a_key_the_checkout_does_not_know_fails_the_smoke(mm_home: Path, tiny_mo
     assert "smoke[framework] FAIL" in rerun.stdout and "parallel.recompute_granularity" in rerun.stdout
 
 
+@pytest.mark.tier2
+def test_expert_parallel_two_applies_and_shards_as_planned(mm_home: Path, tiny_models, template_src: Path,
+                                                            tmp_path: Path) -> None:
+    """EP 2 on the smoke's two ranks: the trainer's EP apply lines name every planned expert module, and each
+    rank's shards (experts split over EP, the rest over FSDP, two optimizers) equal the plan's arithmetic."""
+    dest = mm_checkout(mm_home, tmp_path)
+    done = copy(dest, template=template_src, model_id="moe_ep", model_path=tiny_models("qwen3_vl_moe"))
+    assert done.returncode == 0, done.stdout[-3000:]
+    config = _config(dest, "moe_ep")
+    config["parallel"]["expert_parallel_size"] = 2
+    rerun = _smoke_again(dest, "moe_ep", config)
+    assert rerun.returncode == 0, rerun.stdout[-3000:]
+    for line in ("smoke[framework] PASS", "verified: expert parallel applied to 2 modules",
+                 "verified: shard sizes equal the memory plan's arithmetic to the byte"):
+        assert line in rerun.stdout, rerun.stdout[-3000:]
+
+
 def _config(dest: Path, model_id: str) -> dict:
     return yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
 

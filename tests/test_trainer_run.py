@@ -387,8 +387,9 @@ IS_NPU_AVAILABLE = False
 def get_dist_comm_backend(cpu=False):
     raise RuntimeError("no backend")
 def set_accelerator_compatible(fallback_module=None):
-    proxy = types.ModuleType("torch.accelerator")
-    proxy.set_device_index = torch.accelerator.set_device_index
+    proxy = types.ModuleType("torch.accelerator")  # as the real one: torch.accelerator's names, copied
+    for name in [n for n in dir(torch.accelerator) if not n.startswith("__")]:
+        setattr(proxy, name, getattr(torch.accelerator, name))
     torch.accelerator = proxy
     sys.modules["torch.accelerator"] = proxy
 """
@@ -406,6 +407,12 @@ torch.cpu.empty_cache()
 import torch.distributed.fsdp as fsdp
 print(get_dist_comm_backend(), get_dist_comm_backend(cpu=True), fsdp.fully_shard is fully_shard,
       getattr(dist.init_process_group, "_msmm_bridged", False))
+import mindspeed_mm.fsdp.distributed.expert_parallel.ep_dispatcher  # the EP bridges
+counts = torch.histc(torch.tensor([0, 1, 1, 3]), bins=4, min=0, max=4)
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+gathered = torch.zeros(1, 4)
+dist.all_gather_into_tensor(gathered, torch.arange(4.0))
+print(torch.accelerator.current_device_index(), counts.dtype, counts.tolist(), gathered.tolist())
 """
 
 
@@ -414,6 +421,8 @@ def _fake_framework(root: Path) -> Path:
     (root / "mindspeed_mm/fsdp/utils").mkdir(parents=True)
     (root / "mindspeed_mm/fsdp/ops/fully_shard").mkdir(parents=True)
     (root / "mindspeed_mm/fsdp/utils/device.py").write_text(FAKE_DEVICE)
+    (root / "mindspeed_mm/fsdp/distributed/expert_parallel").mkdir(parents=True)
+    (root / "mindspeed_mm/fsdp/distributed/expert_parallel/ep_dispatcher.py").write_text("import torch\n")
     (root / "mindspeed_mm/fsdp/ops/fully_shard/fully_shard.py").write_text(
         "from torch.distributed.fsdp._fully_shard._no_such_module import X\n"
     )
@@ -443,7 +452,9 @@ def test_cpu_bridges_patch_framework_modules_after_import(tmp_path: Path) -> Non
     root = _fake_framework(tmp_path)
     done = _probe(root, bridges=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["gloo", "gloo", "True", "True"]
+    bridged, ep = done.stdout.splitlines()
+    assert bridged.split() == ["gloo", "gloo", "True", "True"]
+    assert ep == "cpu torch.int64 [1, 2, 0, 1] [[0.0, 1.0, 2.0, 3.0]]"  # EP: integer histc, (world, n) gather
 
 
 def test_cpu_bridges_are_off_without_the_flag(tmp_path: Path) -> None:

@@ -311,9 +311,23 @@ def measure_rank(model: Any, optimizer: Any) -> dict[str, Any]:
     out["grads_local"] = sum(g.numel() * g.element_size() for g in grads)
     out["grads_padded"] = storage_bytes(grads)
     out["no_grad"] = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
-    out["optimizer"] = sum(local(v).numel() * local(v).element_size() for state in optimizer.state.values()
+    out["optimizer"] = sum(local(v).numel() * local(v).element_size() for state in optimizer_states(optimizer)
                            for v in state.values() if isinstance(v, torch.Tensor))
     return out
+
+
+def optimizer_states(optimizer: Any) -> list[dict[str, Any]]:
+    """Every parameter's optimizer state, read without creating any.
+
+    MindSpeed-MM's ``MultiOptimizer`` (EP + FSDP2: one optimizer for expert, one for other parameters)
+    exposes ``state`` as a ``ChainMap`` of its members' ``defaultdict``s: reading a parameter through it
+    asks the first member, which creates an empty entry and returns it. So a container is read member by
+    member.
+    """
+    members = getattr(optimizer, "optimizers_dict", None)
+    if isinstance(members, dict):
+        return [state for member in members.values() for state in optimizer_states(member)]
+    return list(optimizer.state.values())
 
 
 # --------------------------------------------------------------------------- dims for activations

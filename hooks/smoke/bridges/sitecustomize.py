@@ -18,6 +18,8 @@ Bridges (numbered as in the project's CPU-trainer notes):
 3. ``get_dist_comm_backend`` -> "gloo"; ``torch.accelerator`` per-device calls are no-ops.
 4. ``init_process_group`` drops a CPU ``device_id``.
 6. ``torch.cpu.empty_cache`` no-op.
+7. Expert parallel on gloo, once the EP dispatcher is imported: ``torch.histc`` counts integer tensors
+   on CPU, and ``all_gather_into_tensor`` gathers into a multi-dimensional output.
 (5, a bug in the in-repo Qwen3-VL-MoE experts, is not bridged: upstream classes do not hit it.)
 """
 
@@ -37,6 +39,7 @@ ENV_FLAG = "MSMM_CPU_BRIDGES"
 _FULLY_SHARD_MODULE = "mindspeed_mm.fsdp.ops.fully_shard.fully_shard"
 _DEVICE_MODULE = "mindspeed_mm.fsdp.utils.device"
 _TV_META_MODULE = "torchvision._meta_registrations"
+_EP_DISPATCHER_MODULE = "mindspeed_mm.fsdp.distributed.expert_parallel.ep_dispatcher"
 _PATCHED_TORCH_VERSIONS = ("2.7.1", "2.9.0")
 
 
@@ -143,13 +146,22 @@ def _noop(*_args: Any, **_kwargs: Any) -> None:
     """Accept and ignore a device call that has no meaning on CPU."""
 
 
+def _cpu_device() -> Any:
+    """The device tensors go to when there is no accelerator."""
+    import torch
+
+    return torch.device("cpu")
+
+
 def _bridge_accelerator_proxy(device_mod: types.ModuleType) -> None:
     """Let the ``torch.accelerator`` proxy accept per-device calls on CPU.
 
     After ``set_accelerator_compatible`` the trainer calls
     ``torch.accelerator.set_device_index(LOCAL_RANK)`` and MindSpeed's
     ``set_seed`` calls ``torch.accelerator.manual_seed``/``manual_seed_all``;
-    on CPU the first raises and the others do not exist.
+    on CPU the first raises and the others do not exist. MindSpeed's EP all-to-all and the swap optimizer
+    allocate with ``device=torch.accelerator.current_device_index()``, which raises on CPU: every caller
+    passes it as ``device=``, so the CPU device stands in for the index.
     """
     original = device_mod.set_accelerator_compatible
 
@@ -162,6 +174,7 @@ def _bridge_accelerator_proxy(device_mod: types.ModuleType) -> None:
 
         for name in ("set_device_index", "manual_seed", "manual_seed_all"):
             setattr(torch.accelerator, name, _noop)
+        torch.accelerator.current_device_index = _cpu_device
 
     device_mod.set_accelerator_compatible = set_accelerator_compatible
 
@@ -202,6 +215,64 @@ def _patch_device_module(device_mod: types.ModuleType) -> None:
     _bridge_accelerator_proxy(device_mod)
     _bridge_init_process_group()
     _bridge_cpu_empty_cache()
+
+
+# --- bridge 7: expert parallel on gloo ------------------------------------------------------------
+
+
+def _bridge_integer_histc(_module: types.ModuleType) -> None:
+    """Count integer tensors with ``torch.histc`` on CPU, as CUDA and NPU do.
+
+    The EP dispatcher counts tokens per expert with ``torch.histc`` on the router's int64 expert ids;
+    CPU torch implements histc for floating types only ("histogram_cpu" not implemented for 'Long').
+    Expert ids are small integers, exact in float32, so counting them as floats and casting back gives
+    the accelerator's result; other inputs go to torch unchanged.
+    """
+    import torch
+
+    original = torch.histc
+    if _accelerator_present() or getattr(original, "_msmm_bridged", False):
+        return
+
+    @functools.wraps(original)
+    def histc(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - torch's own parameter name
+        if input.device.type == "cpu" and not input.is_floating_point() and not input.is_complex():
+            return original(input.float(), *args, **kwargs).to(input.dtype)
+        return original(input, *args, **kwargs)
+
+    histc._msmm_bridged = True  # type: ignore[attr-defined]
+    torch.histc = histc
+    _announce("histc: integer expert ids counted as float32 on CPU (EP dispatcher)")
+
+
+def _bridge_gloo_all_gather_into_tensor() -> None:
+    """Gather into a ``(world, *shape)`` output on gloo, as NCCL and HCCL do.
+
+    The EP dispatcher gathers each rank's tokens-per-expert ``(E,)`` into ``(ep, E)``; gloo checks the
+    output's chunks against the input's shape ("invalid tensor size ... expected (4), got (1, 4)").
+    Both tensors are contiguous, so gathering their flat views fills the same memory.
+    """
+    import torch.distributed as dist
+
+    original = dist.all_gather_into_tensor
+    if _accelerator_present() or getattr(original, "_msmm_bridged", False):
+        return
+
+    @functools.wraps(original)
+    def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False) -> Any:
+        if (output_tensor.dim() != 1 and output_tensor.is_contiguous() and input_tensor.is_contiguous()
+                and dist.get_backend(group) == "gloo"):
+            output_tensor, input_tensor = output_tensor.view(-1), input_tensor.view(-1)
+        return original(output_tensor, input_tensor, group=group, async_op=async_op)
+
+    all_gather_into_tensor._msmm_bridged = True  # type: ignore[attr-defined]
+    dist.all_gather_into_tensor = all_gather_into_tensor
+
+
+def _patch_ep_dispatcher(module: types.ModuleType) -> None:
+    """Apply the expert-parallel bridges once the EP dispatcher has executed."""
+    _bridge_integer_histc(module)
+    _bridge_gloo_all_gather_into_tensor()
 
 
 # --- import machinery -----------------------------------------------------------------------------
@@ -265,6 +336,7 @@ _EXEC_WRAPPERS: dict[str, Callable[[types.ModuleType, Callable], None]] = {
     _TV_META_MODULE: _exec_meta_registrations_or_empty,
     _FULLY_SHARD_MODULE: _fully_shard_exec,
     _DEVICE_MODULE: _after(_patch_device_module),
+    _EP_DISPATCHER_MODULE: _after(_patch_ep_dispatcher),
 }
 
 
