@@ -86,9 +86,8 @@ def test_recompute_and_freeze_patterns_that_reach_nothing_fail() -> None:
 def test_a_key_the_checkout_does_not_know_fails_the_smoke(mm_home: Path, tiny_models, template_src: Path,
                                                          tmp_path: Path) -> None:
     dest = mm_checkout(mm_home, tmp_path)
-    done = copy(dest, skip_tasks=False, template=template_src, model_id="keys", model_path=tiny_models("qwen2_5_vl"))
-    assert done.returncode == 0, done.stdout[-3000:]
-    assert "verified: no YAML setting ignored by the trainer" in done.stdout
+    done = copy(dest, template=template_src, model_id="keys", model_path=tiny_models("qwen2_5_vl"))  # no smoke yet:
+    assert done.returncode == 0, done.stdout[-3000:]  # test_framework_versions checks the clean run's verified line
     config = _config(dest, "keys")
     config["parallel"]["recompute_granularity"] = "full"  # an April-framework habit, unknown to this checkout
     rerun = _smoke_again(dest, "keys", config)
