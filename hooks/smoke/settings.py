@@ -127,13 +127,19 @@ def _observations(observed: Path | None) -> dict[int, dict[str, Any]]:
             for p in observed.glob("observe_rank*.json")}
 
 
+def _weights_source(cfg: dict[str, Any]) -> str:
+    """The YAML key (and value) the trainer reads the weights from: ``training.load`` under meta init."""
+    if _get(cfg, "training", "init_model_with_meta_device"):
+        return f"training.load ({_get(cfg, 'training', 'load')})"
+    return f"model.model_name_or_path ({_get(cfg, 'model', 'model_name_or_path')})"
+
+
 def weight_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Did the built model's weights come from the model folder's files (rank 0's check before step 1)?"""
     weights = records.get(0, {}).get("weights")
     if weights is None:
         return [], []
-    source = (f"training.load ({_get(cfg, 'training', 'load')})" if _get(cfg, "training", "init_model_with_meta_device")
-              else f"model.model_name_or_path ({_get(cfg, 'model', 'model_name_or_path')})")
+    source = _weights_source(cfg)
     if weights.get("error") or weights.get("mismatch"):
         what = weights.get("error") or f"{', '.join(weights['mismatch'])} differ from the files"
         return [f"the trained weights are not the model's: {what} in {weights.get('folder')}; the trainer loaded "
@@ -149,11 +155,11 @@ _LOAD_ERROR = re.compile(r"checkpoint|load_strict|safetensors|state_dict|size mi
 def load_error(error: str, cfg: dict[str, Any], model_dir: Path) -> str:
     """``error`` naming ``training.load`` when the trainer died loading the weights it names (keys that do not
     match under ``load_strict``), so the user edits the key rather than reading a traceback."""
-    load = _get(cfg, "training", "load")
-    if not (error and load and _get(cfg, "training", "init_model_with_meta_device") and _LOAD_ERROR.search(error)):
+    source = _weights_source(cfg)
+    meta_load = source.startswith("training.load") and _get(cfg, "training", "load")
+    if not (error and meta_load and _LOAD_ERROR.search(error)):
         return error
-    return (f"{error} -- the trainer loads the weights through training.load ({load}): point it at the model "
-            f"folder ({model_dir})")
+    return f"{error} -- the trainer loads the weights through {source}: point it at the model folder ({model_dir})"
 
 
 def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], model_dir: Path | None,

@@ -579,7 +579,6 @@ def run_framework_smoke(
 
     result.error = load_error(result.error, cfg, Path(model_dir))
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
-
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
         result.notes += [f"verified: {line}" for line in verified]

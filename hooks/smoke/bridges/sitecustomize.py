@@ -60,6 +60,17 @@ def _accelerator_present() -> bool:
         return False
 
 
+def _replace_once(owner: Any, name: str, bridged: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+    """Replace ``owner.name`` by ``bridged(original)`` (marked ``_msmm_bridged``) unless already replaced."""
+    original = getattr(owner, name)
+    if getattr(original, "_msmm_bridged", False):
+        return False
+    replacement = functools.wraps(original)(bridged(original))
+    replacement._msmm_bridged = True  # type: ignore[attr-defined]
+    setattr(owner, name, replacement)
+    return True
+
+
 # --- bridge 1: torchvision ------------------------------------------------------------------------
 
 
@@ -184,19 +195,16 @@ def _bridge_init_process_group() -> None:
     import torch
     import torch.distributed as dist
 
-    original = dist.init_process_group
-    if getattr(original, "_msmm_bridged", False):
-        return
+    def bridged(original: Callable[..., Any]) -> Callable[..., Any]:
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            device_id = kwargs.get("device_id")
+            if isinstance(device_id, torch.device) and device_id.type == "cpu":
+                kwargs.pop("device_id")
+            return original(*args, **kwargs)
 
-    @functools.wraps(original)
-    def init_process_group(*args: Any, **kwargs: Any) -> Any:
-        device_id = kwargs.get("device_id")
-        if isinstance(device_id, torch.device) and device_id.type == "cpu":
-            kwargs.pop("device_id")
-        return original(*args, **kwargs)
+        return init_process_group
 
-    init_process_group._msmm_bridged = True  # type: ignore[attr-defined]
-    dist.init_process_group = init_process_group
+    _replace_once(dist, "init_process_group", bridged)
 
 
 def _bridge_cpu_empty_cache() -> None:
@@ -220,7 +228,7 @@ def _patch_device_module(device_mod: types.ModuleType) -> None:
 # --- bridge 7: expert parallel on gloo ------------------------------------------------------------
 
 
-def _bridge_integer_histc(_module: types.ModuleType) -> None:
+def _bridge_integer_histc() -> None:
     """Count integer tensors with ``torch.histc`` on CPU, as CUDA and NPU do.
 
     The EP dispatcher counts tokens per expert with ``torch.histc`` on the router's int64 expert ids;
@@ -230,19 +238,16 @@ def _bridge_integer_histc(_module: types.ModuleType) -> None:
     """
     import torch
 
-    original = torch.histc
-    if _accelerator_present() or getattr(original, "_msmm_bridged", False):
-        return
+    def bridged(original: Callable[..., Any]) -> Callable[..., Any]:
+        def histc(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - torch's own parameter name
+            if input.device.type == "cpu" and not input.is_floating_point() and not input.is_complex():
+                return original(input.float(), *args, **kwargs).to(input.dtype)
+            return original(input, *args, **kwargs)
 
-    @functools.wraps(original)
-    def histc(input: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: A002 - torch's own parameter name
-        if input.device.type == "cpu" and not input.is_floating_point() and not input.is_complex():
-            return original(input.float(), *args, **kwargs).to(input.dtype)
-        return original(input, *args, **kwargs)
+        return histc
 
-    histc._msmm_bridged = True  # type: ignore[attr-defined]
-    torch.histc = histc
-    _announce("histc: integer expert ids counted as float32 on CPU (EP dispatcher)")
+    if not _accelerator_present() and _replace_once(torch, "histc", bridged):
+        _announce("histc: integer expert ids counted as float32 on CPU (EP dispatcher)")
 
 
 def _bridge_gloo_all_gather_into_tensor() -> None:
@@ -254,24 +259,23 @@ def _bridge_gloo_all_gather_into_tensor() -> None:
     """
     import torch.distributed as dist
 
-    original = dist.all_gather_into_tensor
-    if _accelerator_present() or getattr(original, "_msmm_bridged", False):
-        return
+    def bridged(original: Callable[..., Any]) -> Callable[..., Any]:
+        def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
+                                   async_op: bool = False) -> Any:
+            if (output_tensor.dim() != 1 and output_tensor.is_contiguous() and input_tensor.is_contiguous()
+                    and dist.get_backend(group) == "gloo"):
+                output_tensor, input_tensor = output_tensor.view(-1), input_tensor.view(-1)
+            return original(output_tensor, input_tensor, group=group, async_op=async_op)
 
-    @functools.wraps(original)
-    def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None, async_op: bool = False) -> Any:
-        if (output_tensor.dim() != 1 and output_tensor.is_contiguous() and input_tensor.is_contiguous()
-                and dist.get_backend(group) == "gloo"):
-            output_tensor, input_tensor = output_tensor.view(-1), input_tensor.view(-1)
-        return original(output_tensor, input_tensor, group=group, async_op=async_op)
+        return all_gather_into_tensor
 
-    all_gather_into_tensor._msmm_bridged = True  # type: ignore[attr-defined]
-    dist.all_gather_into_tensor = all_gather_into_tensor
+    if not _accelerator_present():
+        _replace_once(dist, "all_gather_into_tensor", bridged)
 
 
-def _patch_ep_dispatcher(module: types.ModuleType) -> None:
+def _patch_ep_dispatcher(_module: types.ModuleType) -> None:
     """Apply the expert-parallel bridges once the EP dispatcher has executed."""
-    _bridge_integer_histc(module)
+    _bridge_integer_histc()
     _bridge_gloo_all_gather_into_tensor()
 
 
