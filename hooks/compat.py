@@ -1,4 +1,4 @@
-"""Environment repairs that our own processes need before importing processors.
+"""Environment repairs and transformers version shims that our own processes need.
 
 The only torchvision on PyPI that matches a CPU-only torch 2.13 is a CUDA build
 whose ``torchvision._meta_registrations`` registers ops that do not exist
@@ -6,6 +6,9 @@ without CUDA, so ``import torchvision`` fails. Qwen-style fast image/video
 processors only need the pure-Python ``torchvision.transforms.v2``; replacing
 that one module with an empty one makes the import work. On users' NPU/GPU
 machines torchvision imports normally and nothing is changed.
+
+The training interpreter may hold transformers 4.57.x or 5.x (MindSpeed-MM's newest examples pin
+5.2.0); the few private APIs the probe relies on moved between them, and are reached only here.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from typing import Any
 
 _META = "torchvision._meta_registrations"
 
@@ -57,3 +61,26 @@ def ensure_torchvision() -> bool:
         return True
     except Exception:  # noqa: BLE001
         return False
+
+
+def no_init_weights() -> Any:
+    """transformers' own "skip weight initialisation" context (``from_pretrained`` uses it).
+
+    4.57 keeps it in ``modeling_utils``; 5.x moved it to ``transformers.initialization``.
+    """
+    try:
+        from transformers.initialization import no_init_weights as found
+    except ImportError:
+        from transformers.modeling_utils import no_init_weights as found
+    return found()
+
+
+def no_split_modules(model: Any) -> list[str]:
+    """Block classes FSDP must not split, over the model and its sub-models.
+
+    4.57: ``_get_no_split_modules("auto")`` takes the union over sub-models on demand; 5.x computes
+    that union in ``post_init`` into the instance's ``_no_split_modules`` and drops the method.
+    """
+    if hasattr(model, "_get_no_split_modules"):
+        return sorted(model._get_no_split_modules("auto"))
+    return sorted(getattr(model, "_no_split_modules", None) or [])

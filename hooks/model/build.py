@@ -46,7 +46,7 @@ def build_meta_model(cls: type, config: Any, *, fast: bool = True) -> Any:
     if not fast:
         with torch.device("meta"):
             return cls._from_config(config)
-    from transformers.modeling_utils import no_init_weights
+    from hooks.compat import no_init_weights
 
     with _gc_paused(), torch.device("meta"), no_init_weights():
         model = cls._from_config(config)
@@ -77,7 +77,8 @@ def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, 
         failures.append(f"{META}: {type(err).__name__}: {err}")
     try:
         from accelerate import init_empty_weights
-        from transformers.modeling_utils import no_init_weights
+
+        from hooks.compat import no_init_weights
 
         with _gc_paused(), init_empty_weights(), no_init_weights():
             model = cls._from_config(config)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import run_one_shot
+from hooks.compat import no_split_modules
 from hooks.model.build import (
     META,
     ProbeError,
@@ -146,7 +147,7 @@ def module_table(model: Any) -> ModuleTable:
         names = {id(m): n for n, m in named}
         inp = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
         out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-        no_split = sorted(model._get_no_split_modules("auto")) if hasattr(model, "_get_no_split_modules") else []
+        no_split = no_split_modules(model)
         return ModuleTable(
             modules=modules,
             no_split=no_split,
