@@ -348,9 +348,61 @@ def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: boo
     return "match", ["text only: a stand-in image is added, not attended to and not trained"]
 
 
-def _fails(name: str, err: Exception) -> str:
-    """A data path that raises on a sample the model's own processor takes: the first difference, in words."""
-    return f"{name}: MindSpeed-MM's data path fails on it ({type(err).__name__}: {err})"
+def environment_cause(err: BaseException, dest: Path | None = None) -> str:
+    """One line naming ``python`` (or the missing package) when ``err`` is the interpreter's fault, else "".
+
+    An exception is never evidence about a data path: a package that does not import, or a framework that
+    refuses this torch, says nothing of the model's format. Such causes stop the copy before rendering.
+    """
+    exe = sys.executable
+    if isinstance(err, ModuleNotFoundError) and err.name:
+        return (f"python: {exe} has no package {err.name.split('.')[0]!r} ({err}), which the framework's data path "
+                "imports; install it in the training environment or answer another interpreter")
+    if isinstance(err, ImportError):
+        return (f"python: {exe} cannot import what the framework needs ({type(err).__name__}: {err}); use the "
+                "transformers/torch versions the checkout supports in the training environment")
+    if "is not supported now" in str(err) and "torch" in str(err):
+        import torch
+
+        accepted = ", ".join(accepted_torch(dest or Path.cwd())) or "the versions its fully_shard patch names"
+        return (f"python: MindSpeed-MM refuses torch {torch.__version__} at import ({err}); its fully_shard patch "
+                f"accepts torch {accepted} (mindspeed_mm/fsdp/ops/fully_shard/fully_shard.py): answer an "
+                "interpreter with one of them")
+    return ""
+
+
+FULLY_SHARD_FILE = "mindspeed_mm/fsdp/ops/fully_shard/fully_shard.py"
+
+
+def accepted_torch(dest: Path) -> list[str]:
+    """The torch versions the checkout's ``fully_shard`` patch accepts (``"2.7.1" in torch.__version__``)."""
+    import re
+
+    try:
+        text = (dest / FULLY_SHARD_FILE).read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return list(dict.fromkeys(re.findall(r"""["'](\d+\.\d+\.\d+)["']\s+in\s+torch\.__version__""", text)))
+
+
+def framework_import_error() -> str:
+    """The framework's ops package, imported as the trainer imports it (its torch gate runs at import)."""
+    import importlib
+
+    try:
+        importlib.import_module("mindspeed_mm.fsdp.ops")
+    except Exception as err:  # noqa: BLE001 - classified below; anything else is the framework's own failure
+        return environment_cause(err) or (f"python: MindSpeed-MM's mindspeed_mm.fsdp.ops does not import in "
+                                          f"{sys.executable} ({type(err).__name__}: {err}); fix the training "
+                                          "environment")
+    return ""
+
+
+def _could_not(name: str, err: Exception) -> dict[str, Any]:
+    """A candidate whose data path raises could not be evaluated: its cause, never a difference."""
+    return {"verdict": "error", "environment": environment_cause(err),
+            "details": [f"{name}: could not evaluate: MindSpeed-MM's data path raises on it ({type(err).__name__}: "
+                        f"{err})"]}
 
 
 def _processor_choice(model_dir: Path, trust: bool, processor: Any, use_fast: bool) -> str:
@@ -378,6 +430,9 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
 
     trust = bool(spec.get("trust_remote_code"))
     forward_keys = set(spec.get("forward_keys", []))
+    refused = framework_import_error()
+    if refused:
+        return {"verdict": "error", "environment": refused, "details": [f"could not evaluate: {refused}"]}
     with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
         work = Path(tmp)
         video = bool(spec.get("video"))
@@ -403,9 +458,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
                     continue
                 raise
             if isinstance(ours, Exception):
-                verdict = "mismatch"
-                findings.append(_fails(name, ours))
-                break
+                payload = _could_not(name, ours)
+                return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             answers = [text for role, text, _ in turns if role == "assistant"]
             verdict, notes = compare_sample(name, ours, own, processor.tokenizer, answers, spec.get("end_of_turn", ""),
                                             forward_keys, bool(spec.get("forward_kwargs")))
@@ -420,14 +474,16 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
                     {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.get("string_roles", []))
             ours = batches[-2][1]
             if isinstance(ours, Exception):
-                return {"verdict": "mismatch", "details": [*findings, _fails("video", ours)], "samples": names}
+                payload = _could_not("video", ours)
+                return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             verdict, notes = compare_sample("video", ours, own, processor.tokenizer, [VIDEO[2][1][1]],
                                             spec.get("end_of_turn", ""), forward_keys, bool(spec.get("forward_kwargs")))
             findings += notes
         if verdict == "match":
             length, batch = batches[-1]
             if isinstance(batch, Exception):
-                return {"verdict": "mismatch", "details": [*findings, _fails("text only", batch)], "samples": names}
+                payload = _could_not("text only", batch)
+                return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys)
             findings += notes
     return {"verdict": verdict, "details": list(dict.fromkeys(findings)), "samples": names}
@@ -460,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         payload = check(yaml.safe_load(args.config.read_text()), args.model_dir, json.loads(args.spec.read_text()))
     except Exception as err:  # noqa: BLE001 - the check could not run: an error verdict with its cause
-        payload = {"verdict": "error", "details": [f"{type(err).__name__}: {err}"],
+        payload = {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
+                   "environment": environment_cause(err),
                    "traceback": traceback.format_exc()[-4000:]}
     args.out.write_text(json.dumps(payload), encoding="utf-8")
     return 0

@@ -49,6 +49,8 @@ def candidates(facts: dict[str, Any], model_id: str) -> list[Candidate]:
 
 class Verdict(Protocol):
     ok: bool
+    verdict: str  # "match" | "mismatch" | "error" (could not evaluate)
+    environment: str  # set when the interpreter, not the data path, is the cause
 
     def first_difference(self) -> str: ...
 
@@ -69,16 +71,38 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
         return {"branch": best.branch, "template": best.template, "collator_id": best.collator_id,
                 "reason": f"{best.label()} fits model_type {model_type} (not checked: no MindSpeed-MM checkout to "
                           "run data parity in)"}
+    stop = next((r.environment for _, r in tried if r.environment), "")
+    if stop:  # the interpreter cannot run the framework's data path: no branch can be judged, none is chosen
+        return {"branch": "", "template": "", "collator_id": "", "reason": stop, "stop": stop}
     for candidate, result in tried:
         if result.ok:
-            before = "; ".join(f"{c.label()} does not ({r.first_difference()})" for c, r in tried if c != candidate)
+            before = "; ".join(_not_this(c, r) for c, r in tried if c != candidate)
             return {"branch": candidate.branch, "template": candidate.template, "collator_id": candidate.collator_id,
                     "reason": f"{candidate.label()} reproduces the model's own data over a whole batch (data parity "
                               f"MATCH)" + (f"; {before}" if before else "")}
-    differences = "; ".join(f"{c.label()}: {r.first_difference()}" for c, r in tried) or _why_not_slots(facts)
+    mismatches = [(c, r) for c, r in tried if r.verdict == "mismatch"]
+    unevaluated = "; ".join(_not_this(c, r) for c, r in tried if r.verdict != "mismatch")
+    if mismatches:
+        differences = "; ".join(f"{c.label()}: {r.first_difference()}" for c, r in mismatches)
+        return {"branch": "c", "template": "", "collator_id": "qwen3vl",
+                "reason": f"no template reproduces the model's own data ({differences}"
+                          + (f"; {unevaluated}" if unevaluated else "") + "): a dataset plugin builds the model's "
+                          "inputs"}
+    if tried:  # only could-not-evaluate: no evidence either way, and the reason says so
+        return {"branch": "c", "template": "", "collator_id": "qwen3vl",
+                "reason": f"no template could be evaluated here ({unevaluated}): branch c's dataset plugin on the "
+                          "model's own processor is the path left; it is checked against that processor before the "
+                          "smoke"}
     return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-            "reason": f"no template reproduces the model's own data ({differences}): a dataset plugin builds the "
-                      "model's inputs"}
+            "reason": f"no template reproduces the model's own data ({_why_not_slots(facts)}): a dataset plugin "
+                      "builds the model's inputs"}
+
+
+def _not_this(candidate: Candidate, result: Verdict) -> str:
+    """Why a candidate was passed over: its first difference, or that it could not be evaluated and why."""
+    if result.verdict == "mismatch":
+        return f"{candidate.label()} does not ({result.first_difference()})"
+    return f"{candidate.label()}: {result.first_difference()}"
 
 
 def _why_not_slots(facts: dict[str, Any]) -> str:

@@ -50,11 +50,17 @@ DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "
 
 @dataclass
 class ParityResult:
-    """One candidate's verdict ("match" | "mismatch" | "error") and what it rests on."""
+    """One candidate's verdict and what it rests on.
+
+    "match" and "mismatch" (with the first difference) are evidence; "error" is "could not evaluate"
+    with its cause, never evidence: it chooses no branch, and when the cause is the interpreter
+    (``environment``: one line naming ``python`` or the package) the copy stops before rendering.
+    """
 
     verdict: str
     details: list[str] = field(default_factory=list)
     candidate: str = ""
+    environment: str = ""
 
     @property
     def ok(self) -> bool:
@@ -166,7 +172,8 @@ def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[st
 
 
 def _result(payload: dict[str, Any]) -> ParityResult:
-    return ParityResult(payload["verdict"], list(payload.get("details", [])))
+    return ParityResult(payload["verdict"], list(payload.get("details", [])),
+                        environment=payload.get("environment") or "")
 
 
 def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[str, Any], *,
@@ -178,7 +185,10 @@ def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], s
 
         return _result(check(config, model_dir, spec))
     except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
-        return ParityResult("error", [f"the parity check failed in the probe's process: {type(err).__name__}: {err}"])
+        from hooks.data.batch import environment_cause
+
+        return ParityResult("error", [f"could not evaluate: the parity check failed in the probe's process: "
+                                      f"{type(err).__name__}: {err}"], environment=environment_cause(err, dest))
 
 
 def _enter_framework(dest: Path, mindspeed_home: Path | None, scratch: Path | None) -> None:
@@ -287,7 +297,7 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
             _store(key, result)
         result.candidate = candidate.label()
         tried.append((candidate, result))
-        if result.ok:
+        if result.ok or result.environment:  # an interpreter that cannot run the framework fails every candidate
             break
     return {"candidates": [{**asdict(c), "label": c.label(), "verdict": r.verdict, "evidence": r.headline()}
                            for c, r in tried],
@@ -300,7 +310,10 @@ def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -
 
         return check(config, model_dir, spec)
     except Exception as err:  # noqa: BLE001 - an error verdict with its cause (not cached)
-        return {"verdict": "error", "details": [f"{type(err).__name__}: {err}"]}
+        from hooks.data.batch import environment_cause
+
+        return {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
+                "environment": environment_cause(err)}
 
 
 def _detach() -> None:
@@ -437,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"data parity: cannot run here: {why}")
         return 0
     print(result.summary())
+    if result.environment:
+        print(f"error: {result.environment}")
     return {"mismatch": 1, "error": 2}.get(result.verdict, 0)
 
 

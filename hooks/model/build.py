@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,10 @@ def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, 
     failures = []
     try:
         return build_meta_model(cls, config), META, failures
+    except ImportError as err:  # the interpreter, not the model: a smaller build would hide it (sizes not full-size)
+        raise ProbeError(f"python: {sys.executable} cannot build the model ({type(err).__name__}: {err}); install the "
+                         "missing package or a transformers this tool supports (4.57.x, 5.x) in the training "
+                         "environment") from err
     except Exception as err:  # noqa: BLE001 - the model's own code: try the next way to build it
         failures.append(f"{META}: {type(err).__name__}: {err}")
     try:

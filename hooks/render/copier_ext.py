@@ -288,6 +288,8 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     if model_facts:
         evidence = wait_for_evidence(dest, str(Path(os.path.expanduser(str(model_path))).resolve()), str(model_id),
                                      os.path.expanduser(str(python)), bool(trust_remote_code))
+    if evidence is not None and evidence["recommended"].get("stop"):  # the interpreter, not the data: nothing to render
+        raise SystemExit(f"error: {evidence['recommended']['stop']}")
     if evidence is None:
         evidence = {"candidates": [], "recommended": {
             "branch": model_facts.get("recommended_branch", "a"), "template": model_facts.get("template", ""),
