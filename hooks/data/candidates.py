@@ -19,6 +19,8 @@ FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "qwen2_5_vl": [("qwen2vl", "qwen3vl")],
     "qwen3_vl": [("qwen3_vl_nothink", "qwen3vl")],
     "qwen3_vl_moe": [("qwen3_vl_nothink", "qwen3vl")],
+    "qwen3_5": [("qwen3_vl_nothink", "qwen3vl")],  # examples/qwen3_5/*.yaml (transformers >= 5)
+    "qwen3_5_moe": [("qwen3_vl_nothink", "qwen3vl")],
     "glm4v": [("glm4.1v", "qwen3vl")],
     "glm4v_moe": [("glm4v_moe", "qwen3vl")],
 }

@@ -304,6 +304,27 @@ def _train_bpe() -> Any:
     return tok
 
 
+def _train_metaspace_bpe(first: tuple[str, ...]) -> Any:
+    """A SentencePiece-style BPE as Gemma releases it: ``▁`` for spaces, byte fallback, ``first`` ids 0..n.
+
+    transformers 5 rebuilds a Gemma tokenizer from ``tokenizer.json``'s vocab and merges with its own
+    pipeline (``Replace(" ", "▁")``, BPE with ``unk_token="<unk>"`` and byte fallback), so a byte-level
+    BPE saved under a Gemma class does not reload there; this one does, on 4.57 and 5.x alike.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+    from tokenizers import pre_tokenizers as pre
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    tok.pre_tokenizer = pre.Metaspace(replacement="▁", prepend_scheme="never")  # words for training only
+    trainer = trainers.BpeTrainer(vocab_size=len(first) + 256 + BPE_MERGES, min_frequency=1, show_progress=False,
+                                  special_tokens=[*first, *(f"<0x{i:02X}>" for i in range(256))])
+    tok.train_from_iterator(list(_corpus()), trainer=trainer)
+    tok.pre_tokenizer = None
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    return tok
+
+
 def _bpe_tokenizer(
     tokenizer_cls: type, special: tuple[str, ...], added: tuple[str, ...], **kwargs: Any
 ) -> Any:
@@ -314,7 +335,7 @@ def _bpe_tokenizer(
     """
     from tokenizers import AddedToken
 
-    tok = _train_bpe()
+    tok = _train_metaspace_bpe(special[:4]) if tokenizer_cls.__name__.startswith("Gemma") else _train_bpe()
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in added])
     kwargs.setdefault("clean_up_tokenization_spaces", False)

@@ -142,6 +142,46 @@ def _build_qwen3_vl_moe() -> TinyParts:
     return _qwen3_vl_parts("Qwen3VLMoeConfig", "Qwen3VLMoeForConditionalGeneration", moe)
 
 
+def _qwen3_5_parts(moe: bool) -> TinyParts:
+    """Qwen3.5 (transformers >= 5 only): a Qwen3-VL vision tower and processor before a hybrid text model.
+
+    One Gated-DeltaNet (linear attention) layer and one full-attention layer, as the released
+    ``layer_types`` interleave them (3:1); partial rotary (0.25 of head_dim 32: 8 dims, interleaved
+    mRoPE sections summing to 4). The released processor class is Qwen3-VL's (transformers' auto map),
+    and so is the chat template used here (Qwen3-VL's, without Qwen3.5's thinking switch).
+    """
+    import transformers as tf
+
+    if not hasattr(tf, "Qwen3_5Config"):
+        raise RuntimeError(f"qwen3_5 needs transformers >= 5 (this is {tf.__version__})")
+    tokenizer = _qwen_tokenizer(QWEN3_ADDED_TOKENS, QWEN3_VL_CHAT_TEMPLATE)
+    text, vision, ids = _qwen3_vl_configs(tokenizer)
+    rope = {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
+            "mrope_section": [2, 1, 1], "mrope_interleaved": True}
+    text.pop("rope_scaling")
+    text.update(head_dim=32, rope_parameters=rope, layer_types=["linear_attention", "full_attention"],
+                linear_conv_kernel_dim=4, linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                linear_num_value_heads=4)
+    vision.update(deepstack_visual_indexes=[])
+    if moe:
+        text.update(num_experts=MOE_EXPERTS, num_experts_per_tok=MOE_TOP_K, moe_intermediate_size=MOE_FFN,
+                    shared_expert_intermediate_size=MOE_FFN)
+    name = "Qwen3_5Moe" if moe else "Qwen3_5"
+    config = getattr(tf, f"{name}Config")(text_config=text, vision_config=vision, tie_word_embeddings=False,
+                                          architectures=[f"{name}ForConditionalGeneration"], **_vision_token_ids(ids))
+    return TinyParts(config, _qwen3_vl_processor(tokenizer), getattr(tf, f"{name}ForConditionalGeneration"))
+
+
+def _build_qwen3_5() -> TinyParts:
+    """Qwen3.5 dense (transformers >= 5)."""
+    return _qwen3_5_parts(moe=False)
+
+
+def _build_qwen3_5_moe() -> TinyParts:
+    """Qwen3.5-MoE (transformers >= 5): 4 routed experts top-2 and a shared expert in every layer."""
+    return _qwen3_5_parts(moe=True)
+
+
 # Chat template of the llava-hf LLaVA-OneVision (Qwen2) checkpoints.
 LLAVA_ONEVISION_CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}"
@@ -479,6 +519,8 @@ BUILDERS: dict[str, Callable[[], TinyParts]] = {
     "qwen2_5_vl": _build_qwen2_5_vl,
     "qwen3_vl": _build_qwen3_vl,
     "qwen3_vl_moe": _build_qwen3_vl_moe,
+    "qwen3_5": _build_qwen3_5,
+    "qwen3_5_moe": _build_qwen3_5_moe,
     "llava_onevision": _build_llava_onevision,
     "internvl": _build_internvl,
     "gemma3": _build_gemma3,
