@@ -2,7 +2,8 @@
 #   make demo   migrate the tiny demo VLM this project builds itself (the main job)
 #   make test   lint, then tier 1 and tier 2 (tier 2 on the vendored MindSpeed-MM where present)
 # More: make test-all (every family through the real trainer), make test-torch27 (the users'
-# torch 2.7.1, where MindSpeed-MM's own fully_shard patch runs), make clean.
+# torch 2.7.1, where MindSpeed-MM's own fully_shard patch runs), make test-tf5 (transformers 5.2.0 in
+# the training interpreter, as MindSpeed-MM's newest examples install), make clean.
 
 PYTHON   ?= python3
 VENV     ?= .venv
@@ -11,6 +12,8 @@ VENV     ?= .venv
 TORCH    ?= torch==2.13.0 torchvision==0.28.0
 VENV_27  ?= .venv-torch27
 TORCH_27 ?= torch==2.7.1 torchvision==0.22.1
+VENV_TF5 ?= .venv-tf5
+TRANSFORMERS_5 ?= transformers==5.2.0
 PYTEST_ARGS ?=
 
 PY       := $(VENV)/bin/python
@@ -18,7 +21,7 @@ PIP_FLAGS := --quiet --disable-pip-version-check
 # The venv first on PATH, as in an activated venv: copier's default interpreter answer is "python3".
 WITH_FRAMEWORK := PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m tests.framework_snapshots --
 
-.PHONY: demo test test-all test-torch27 clean
+.PHONY: demo test test-all test-torch27 test-tf5 clean
 
 $(VENV)/.installed: requirements.txt requirements-framework.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +31,15 @@ $(VENV)/.installed: requirements.txt requirements-framework.txt
 $(VENV_27)/.installed: requirements.txt requirements-framework.txt
 	$(PYTHON) -m venv $(VENV_27)
 	$(VENV_27)/bin/python -m pip install $(PIP_FLAGS) $(TORCH_27) -r requirements-framework.txt
+	touch $@
+
+# The same requirements with transformers 5 (the hooks' own environment, .venv, stays on 4.57.1).
+$(VENV_TF5)/.installed: requirements.txt requirements-framework.txt
+	mkdir -p build
+	sed 's/^transformers==.*/$(TRANSFORMERS_5)/' requirements.txt > build/requirements-tf5.txt
+	sed 's/^-r requirements.txt/-r requirements-tf5.txt/' requirements-framework.txt > build/requirements-framework-tf5.txt
+	$(PYTHON) -m venv $(VENV_TF5)
+	$(VENV_TF5)/bin/python -m pip install $(PIP_FLAGS) $(TORCH) -r build/requirements-framework-tf5.txt
 	touch $@
 
 demo: $(VENV)/.installed
@@ -44,5 +56,9 @@ test-all: test
 test-torch27: $(VENV)/.installed $(VENV_27)/.installed
 	MSMM_TORCH27_PYTHON=$(abspath $(VENV_27))/bin/python $(WITH_FRAMEWORK) $(PY) -m pytest -m torch27 $(PYTEST_ARGS)
 
+# copier and pytest stay in $(VENV); tiny builds, probe, parity and smoke run with transformers 5.
+test-tf5: $(VENV)/.installed $(VENV_TF5)/.installed
+	MSMM_TF5_PYTHON=$(abspath $(VENV_TF5))/bin/python $(WITH_FRAMEWORK) $(PY) -m pytest -m tf5 $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) $(VENV_27) build
+	rm -rf $(VENV) $(VENV_27) $(VENV_TF5) build

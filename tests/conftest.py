@@ -5,7 +5,8 @@ Tier 1 runs everywhere. Tier 2 (marker ``tier2``) needs a MindSpeed-MM work tree
 sets both from the vendored snapshots (``tests/framework_snapshots.py``). Two more markers:
 ``full_matrix`` (real-trainer smokes of the families beyond the representative subset CI runs;
 ``--full-matrix`` runs them) and ``torch27`` (the hooks in the torch 2.7.1 interpreter named by
-``MSMM_TORCH27_PYTHON``; ``make test-torch27`` builds it).
+``MSMM_TORCH27_PYTHON``; ``make test-torch27`` builds it) and ``tf5`` (the hooks in the transformers 5.x
+interpreter named by ``MSMM_TF5_PYTHON``; ``make test-tf5`` builds it).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tier2: needs a MindSpeed-MM checkout in MINDSPEED_MM_HOME")
     config.addinivalue_line("markers", "full_matrix: tier-2 family beyond the representative subset (--full-matrix)")
     config.addinivalue_line("markers", "torch27: runs the hooks in MSMM_TORCH27_PYTHON (torch 2.7.1)")
+    config.addinivalue_line("markers", "tf5: runs the hooks in MSMM_TF5_PYTHON (transformers 5.x)")
 
 
 def _skip_reasons(config: pytest.Config) -> dict[str, str]:
@@ -42,6 +44,8 @@ def _skip_reasons(config: pytest.Config) -> dict[str, str]:
         reasons["full_matrix"] = "beyond the representative subset: run with --full-matrix (make test-all)"
     if not os.environ.get("MSMM_TORCH27_PYTHON"):
         reasons["torch27"] = "set MSMM_TORCH27_PYTHON to a torch 2.7.1 interpreter (make test-torch27)"
+    if not os.environ.get("MSMM_TF5_PYTHON"):
+        reasons["tf5"] = "set MSMM_TF5_PYTHON to a transformers 5.x interpreter (make test-tf5)"
     return reasons
 
 
