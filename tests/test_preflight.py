@@ -76,9 +76,23 @@ def _record(image: str) -> dict:
             "images": [image]}
 
 
+def _truncated(root: Path) -> str:
+    """A PNG cut in half: it opens (the header is whole) but does not decode."""
+    data = (root / _image(root, "whole.png")).read_bytes()
+    (root / "cut.png").write_bytes(data[: len(data) // 2])
+    return "cut.png"
+
+
 def _write(root: Path, name: str, text: str) -> str:
     (root / name).write_text(text)
     return str(root / name)
+
+
+def _asking(root: Path, prompt: str) -> str:
+    """A data file of one record with one image whose user turn is ``prompt``."""
+    record = {**_record(_image(root)), "messages": [{"role": "user", "content": prompt},
+                                                    {"role": "assistant", "content": "Yes."}]}
+    return _write(root, "p.json", json.dumps([record]))
 
 
 DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
@@ -94,6 +108,12 @@ DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
                                             lambda r: {"data_json": _write(r, "q.json", '[{"q": "x", "a": "y"}]')}),
     "image missing": ("data_json", "does not exist",
                       lambda r: {"data_json": _write(r, "m.json", json.dumps([_record("nope.png")]))}),
+    "image does not decode": ("data_json", "cut.png does not decode as an image", lambda r: {
+        "data_json": _write(r, "t.json", json.dumps([_record(_image(r)), _record(_truncated(r))]))}),
+    "more <image> placeholders than images": ("data_json", "has 2 <image> placeholder(s) in its messages but 1",
+                                              lambda r: {"data_json": _asking(r, "<image><image>Same?")}),
+    "<video> placeholder without a video": ("data_json", "1 <video> placeholder(s) in its messages but 0 video(s)",
+                                           lambda r: {"data_json": _asking(r, "<image><video>Same?")}),
     "image outside media_root": ("media_root", "outside", lambda r: {
         "data_json": _write(r, "o.json", json.dumps([_record(f"../{r.name}/{_image(r)}")])),
         "media_root": r / "media"} if (r / "media").mkdir(exist_ok=True) is None else {}),
@@ -117,6 +137,11 @@ DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
         r, "long.json", json.dumps([{**_record(_image(r)), "messages": [
             {"role": "user", "content": "<image>" + " word" * 2600}, {"role": "assistant", "content": "Red."}]}]))}),
     "devices_per_node zero": ("devices_per_node", "at least 1", lambda r: {"devices_per_node": 0}),
+    "devices_per_node a word": ("devices_per_node", "'eight' is not a whole number",
+                                lambda r: {"devices_per_node": "eight"}),
+    "nodes a fraction": ("nodes", "'1.5' is not a whole number", lambda r: {"nodes": 1.5}),
+    "device_memory_gb a word": ("device_memory_gb", "'sixty' is not a positive number",
+                                lambda r: {"device_memory_gb": "sixty"}),
     "device_memory_gb negative": ("device_memory_gb", "positive number", lambda r: {"device_memory_gb": -8}),
 }
 

@@ -7,10 +7,11 @@ check here returns one line, ``<field>: <what is wrong>; <how to fix>``, or "" w
 fine; copier's validators (``hooks.render.copier_ext``) show it or stop an unattended copy with it.
 
 - ``data_error``: the file parses (a JSON list, or JSONL: one object per line), holds records, and
-  (branches a and b) they are in the huggingface shape the framework's builder reads;
+  (branches a and b) they are in the huggingface shape the framework's builder reads, each with as
+  many ``<image>``/``<video>`` placeholders as it names images/videos (``placeholder_error``);
 - ``media_error``: ``media_root`` is a folder, and every image or video the first records name
   exists under it (relative paths resolve against it, else against the data file's folder, as the
-  YAML's ``dataset_dir`` does), inside it;
+  YAML's ``dataset_dir`` does), inside it, and every such image decodes;
 - ``length_error`` (``python -m hooks.data.preflight``, in the training interpreter): the first
   records, built by the model's own processor with their media expanded, fit the YAML's
   ``cutoff_len``.
@@ -78,6 +79,40 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
             return (f"data_json: record {index} of {path} has no 'messages' list (the huggingface shape: messages "
                     "with role/content, images, videos); convert it, or answer data_branch=c and map its keys "
                     "with data_fields")
+    for index, record in enumerate(records, 1):  # every record: the trainer preprocesses them all at start
+        problem = placeholder_error(record)
+        if problem:
+            return f"data_json: record {index} of {path} {problem}"
+    return ""
+
+
+def placeholder_error(record: dict[str, Any]) -> str:
+    """Why the record's ``<image>``/``<video>`` placeholders and its media lists disagree ("" when they match).
+
+    The framework's rule (MindSpeed-MM ``mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py:132``,
+    ``MMPluginMixin._validate_messages``, called by ``Qwen2VLPlugin.process_messages`` at :526 and by the
+    branch-b plugin): the placeholders counted over the contents of the messages it is given equal the
+    number of images/videos, else the trainer stops with "The number of images does not match ...".
+    Those messages are the record's minus a leading system message, which the sharegpt converter takes
+    out as the system prompt (``convert.py:148``); a lone path string counts as one file
+    (``DatasetConverter._find_media_files``, ``convert.py:69``). The placeholders are the framework's
+    ``IMAGE_PLACEHOLDER``/``VIDEO_PLACEHOLDER`` environment overrides, as there (``mm_plugin.py:18``).
+    """
+    messages = record.get("messages")
+    if not isinstance(messages, list):
+        return ""
+    if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
+        messages = messages[1:]
+    texts = [m["content"] for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    for kind, key in (("image", "images"), ("video", "videos")):
+        tag = os.environ.get(f"{kind.upper()}_PLACEHOLDER", f"<{kind}>")
+        value = record.get(key)
+        given = 1 if isinstance(value, str) and value else len(value) if isinstance(value, list) else 0
+        wanted = sum(text.count(tag) for text in texts)
+        if wanted != given:
+            return (f"has {wanted} {tag} placeholder(s) in its messages but {given} {kind}(s) in '{key}' (the trainer "
+                    f"would stop: the number of {kind}s does not match the number of {tag} tokens); put one {tag} in "
+                    f"the text for each {kind}, in order, or fix the '{key}' list")
     return ""
 
 
@@ -122,6 +157,31 @@ def media_error(data_json: str, media_root: str,
             if not target.is_file():
                 return (f"{field}: record {index} names {name}, but {target} does not exist; fix the record, or "
                         "set media_root to the folder its media paths start in")
+            broken = decode_error(target)
+            if broken:
+                return (f"data_json: record {index} names {name}, but {target} does not decode as an image ({broken}); "
+                        "replace the file (re-export or re-download it) or drop the record")
+    return ""
+
+
+def decode_error(path: Path) -> str:
+    """Why PIL cannot decode the image at ``path`` ("" when it can, or when it is no image PIL knows by suffix).
+
+    The trainer opens every image with PIL and converts it (a full decode): a truncated or corrupt file
+    would otherwise fail in the smoke's data loader, after the checkout was written. Decoding the first
+    records' images once costs milliseconds each. Files PIL has no suffix for (videos) are left to it.
+    """
+    try:
+        from PIL import Image
+    except ImportError:  # copier's interpreter without Pillow: the smoke reports a bad image
+        return ""
+    if path.suffix.lower() not in Image.registered_extensions():
+        return ""
+    try:
+        with Image.open(path) as image:
+            image.load()
+    except Exception as err:  # noqa: BLE001 - PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
+        return f"{type(err).__name__}: {err}"
     return ""
 
 

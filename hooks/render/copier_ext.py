@@ -273,6 +273,12 @@ def _interactive(context: Context) -> bool:
     return not bool(getattr(conf, "get", lambda _k: None)("defaults")) and sys.stdin.isatty()
 
 
+def _given(context: Context, field: str) -> bool:
+    """The answer to ``field`` came with ``-d``/``--data-file`` (copier's ``data``), so no prompt asks for it."""
+    conf = context.get("_copier_conf")
+    return field in (getattr(conf, "get", lambda _k: None)("data") or {})
+
+
 @pass_context
 def data_evidence(context: Context, model_path: str, python: str, trust_remote_code: bool, model_id: str,
                   dst_path: str, model_facts: dict) -> str:
@@ -384,12 +390,29 @@ def count_error(value: object, field: str) -> str:
     return "" if ok else f"{field}: {value!r} is not a whole number of at least 1; answer e.g. 8"
 
 
+def number_type(answer: object, kind: str) -> str:
+    """The copier ``type`` of a number question: ``kind`` (``int``/``float``), or ``str`` for an answer it cannot cast.
+
+    copier 9.19 casts an answer given with ``-d``/``--data-file`` with ``int()``/``float()`` before any validator
+    runs, and lets the ValueError of ``int("eight")`` out as a traceback (``Question.cast_answer`` turns only
+    TypeError into its own error). Typed ``str`` for that one answer, it reaches the question's validator,
+    which names the field and stops the copy; a number (every valid answer, the default, an interactive
+    prompt) keeps ``kind``, so the answers file and the templates see the same number as before.
+    """
+    try:
+        (int if kind == "int" else float)(str(answer))  # "8.5" devices: a str, for the validator to reject
+    except ValueError:
+        return "str"
+    return kind
+
+
 def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Callable[..., str]:
     """Return the validator's message for an interactive prompt, or stop copier cleanly.
 
     copier reports a failed validator as a traceback ending in the message when the
     answer came from ``--data``/``--defaults``. Where nobody can re-type the answer
-    (``--defaults`` or no terminal) we exit with the message alone instead; either
+    (``--defaults``, no terminal, or the field the message names given with ``-d``/``--data-file``,
+    which copier never asks again) we exit with the message alone instead; either
     way it happens while asking, before anything is rendered. ``interactive=False``: a check
     for unattended runs only (copier validates a yes/no question's *default* before the person
     answers, and never their answer).
@@ -402,7 +425,7 @@ def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Ca
         if attended and not interactive:
             return ""
         message = check(*args, **kwargs)
-        if message and not attended:
+        if message and (not attended or _given(context, message.split(":", 1)[0])):
             raise SystemExit(f"error: {message}")
         return message
 
@@ -429,6 +452,7 @@ class MigrateExtension(Extension):
             msmm_fields_error=_stop_on_error(fields_error),
             msmm_count_error=_stop_on_error(count_error),
             msmm_amount_error=_stop_on_error(amount_error),
+            msmm_number_type=number_type,
             msmm_memory_plan=lambda *args: memory_plan(*(str(a) if i < 2 else a for i, a in enumerate(args))),
             msmm_framework_json=lambda dest: json.dumps(checkout.facts(os.path.expanduser(str(dest)))),
             msmm_branch_error=_stop_on_error(branch_error),
