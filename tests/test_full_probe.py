@@ -55,7 +55,14 @@ EXPECTED: dict[str, tuple[list[str], list[str]]] = {
     "gemma-3-27b-it": (
         ["model.vision_tower.vision_model.encoder.layers.{*}", "model.vision_tower", "model.multi_modal_projector",
          "model.language_model.layers.{*}"], []),
+    # The thinker, as MindSpeed-MM's plugin trains it (TRAINED below; tests/test_stages.py compares with its YAML).
+    "Qwen3-Omni-30B-A3B-Instruct": (
+        ["audio_tower.layers.{*}", "audio_tower", "visual.blocks.{*}", "visual", "model.embed_tokens",
+         "model.layers.{*}", "model", "lm_head"], ["model.layers.{*}.mlp.experts"]),
 }
+
+# Published classes whose trainer builds one sub-model (hooks/model/stages.py): probed from that sub-model.
+TRAINED = {"Qwen3-Omni-30B-A3B-Instruct": "thinker"}
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +79,7 @@ def probed() -> dict[str, tuple[probe_mod.ModelFacts, ModuleTable]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(probe_mod, "module_table", capturing)
         for name in NAMES:
-            facts = probe_mod.probe(FULL_CONFIGS / name, with_processor=False)
+            facts = probe_mod.probe(FULL_CONFIGS / name, with_processor=False, trained_submodule=TRAINED.get(name))
             results[name] = (facts, tables[-1])
     return results
 

@@ -172,6 +172,13 @@ def _config(folder: Path, **changes: object) -> None:
     (folder / "config.json").write_text(json.dumps({k: v for k, v in data.items() if v is not None}))
 
 
+def _florence2(folder: Path) -> None:
+    """A Florence-2 folder as transformers writes its config (encoder-decoder), with a tokenizer and processor."""
+    from transformers import Florence2Config
+
+    (folder / "config.json").write_text(Florence2Config().to_json_string())
+
+
 def _no_torch_python(tmp_path: Path) -> str:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True)
     return str(tmp_path / "bare" / "bin" / "python")
@@ -199,6 +206,8 @@ MODEL_CASES: dict[str, tuple[str, str, Callable[..., dict]]] = {
                                   lambda t, m: {"model_path": t(ARCH), "python": _no_torch_python(m)}),
     "interpreter missing": ("python", "cannot run", lambda t, m: {"model_path": t(ARCH), "python": m / "nopython"}),
     "model_id not an identifier": ("model_id", "identifier", lambda t, m: {"model_path": t(ARCH), "model_id": "q-2"}),
+    "florence2 not covered": ("model_path", "model_type 'florence2' is not covered: a captioning or encoder-decoder",
+                              lambda t, m: {"model_path": _folder(t, m, _florence2)}),
 }
 
 

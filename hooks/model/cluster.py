@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -24,11 +25,14 @@ def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelSh
     from hooks.model.loading import load_config_and_class
     from hooks.model.plan import derive_plan
     from hooks.model.probe import check_model_dir, module_table
+    from hooks.model.stages import select as select_stage
 
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     with _gc_paused():
         model, how, _ = build_structure(cls, config, model_dir)
+        # The sub-model the user says the trainer builds (the probe's plugin-read choice needs a checkout: not here).
+        model, config, _ = select_stage(model, config, trained_submodule=os.environ.get("MSMM_TRAINED_SUBMODULE"))
         table = module_table(model)
         notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
         return shapes_of(model, table, derive_plan(table), config, model_dir.name, notes)

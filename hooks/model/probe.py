@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import inspect
 import json
+import os
 import re
 import sys
 import time
@@ -34,8 +35,11 @@ from hooks.model.build import (
     build_structure,
     resolve_model_class,  # noqa: F401 - re-exported: tests and benchmarks resolve through it
 )
+from hooks.model.coverage import check_covered
 from hooks.model.loading import is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
+from hooks.model.stages import embeddings
+from hooks.model.stages import select as select_stage
 
 
 @dataclass
@@ -64,6 +68,7 @@ class ModelFacts:
     build: dict[str, Any] = field(default_factory=dict)  # how the structure was built, what failed, attention set
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
     custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
+    trained_submodule: dict[str, str] = field(default_factory=dict)  # hooks.model.stages: the stage trained, why
     timings: dict[str, float] = field(default_factory=dict)
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
@@ -92,6 +97,7 @@ def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
         raw = json.loads(config_file.read_text())
     except json.JSONDecodeError as err:
         raise ProbeError(f"model_path: {config_file} is not valid JSON ({err})") from err
+    check_covered(raw)  # an architecture this project does not cover stops here, before anything is rendered
     if raw.get("auto_map") and not trust_remote_code:
         raise ProbeError(
             "trust_remote_code: config.json has auto_map (custom modeling code in the model folder); "
@@ -145,8 +151,7 @@ def module_table(model: Any) -> ModuleTable:
         modules = [ModuleInfo(name, type(mod).__name__, totals[name], own[name], isinstance(mod, lists))
                    for name, mod in named]
         names = {id(m): n for n, m in named}
-        inp = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
-        out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        inp, out = embeddings(model, "get_input_embeddings"), embeddings(model, "get_output_embeddings")
         no_split = no_split_modules(model)
         return ModuleTable(
             modules=modules,
@@ -382,8 +387,12 @@ def check_interpreter() -> None:
 
 
 def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,
-          with_memory: bool = False) -> ModelFacts:
-    """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input."""
+          with_memory: bool = False, checkout: Path | None = None, trained_submodule: str | None = None) -> ModelFacts:
+    """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input.
+
+    ``checkout``/``trained_submodule``: where the framework trains a sub-model of the published class (its
+    in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
+    """
     t0 = time.perf_counter()
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
     if with_processor and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
@@ -400,17 +409,20 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     t2, cpu2 = time.perf_counter(), time.process_time()
     with _gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
         model, how, failures = build_structure(cls, config, model_dir)
+        published, published_config = cls, config
+        model, config, stage = select_stage(model, config, checkout=checkout, trained_submodule=trained_submodule)
+        cls = type(model)
         t3 = time.perf_counter()
         table = module_table(model)
         plan: Plan = derive_plan(table)
         attention = attention_support(model)
-        own_code = bool(getattr(config, "auto_map", None)) or custom
+        own_code = bool(getattr(published_config, "auto_map", None)) or custom
         build = {"how": how, "failures": failures,
                  "attention_set_by_model": attention_set_by_model(model) if own_code else {}}
         memory = _default_memory_plan(model, table, plan, config, model_dir, how) if with_memory else {}
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
-    model_type = type(config).model_type  # an instance may proxy its text sub-config's attributes
+    model_type = type(published_config).model_type  # an instance may proxy its text sub-config's attributes
     text_cfg = getattr(config, "text_config", config)
     facts = ModelFacts(
         model_type=model_type,
@@ -436,6 +448,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         build=build if how != META or build["attention_set_by_model"] else {},
         unused_media=unused_media_params(cls),
         memory_default=memory,
+        trained_submodule=stage.facts(published, cls) if stage else {},
     )
     if with_processor:
         facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params,
@@ -525,8 +538,10 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     media = [p for p in facts.forward_params if p.startswith(("pixel", "image", "video")) or "grid" in p]
     processor = (f"{proc['class']}, chat template {'yes' if proc.get('has_chat_template') else 'no'}, "
                  f"image token {proc.get('image_token')!r}" if "class" in proc else f"not loaded ({proc.get('error')})")
+    stage = facts.trained_submodule
     rows = [
         ("class", f"{facts.architecture} ({'remote code' if facts.remote_code else facts.class_module.split('.')[0]})"),
+        *([("trains", f"{stage['name']} of {stage['published_class']} only: {stage['reason']}")] if stage else []),
         ("parameters", f"{facts.num_parameters:,}; tied embeddings {'yes' if facts.tie_word_embeddings else 'no'}"),
         ("processor", processor),
         ("media inputs", ", ".join(media) or "none in forward()"),
@@ -575,6 +590,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
     parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
     parser.add_argument("--memory-out", type=Path, help="also write the memory plan for copier's default cluster here")
+    parser.add_argument("--checkout", type=Path, help="MindSpeed-MM checkout whose in-repo plugin for the family may "
+                        "train a sub-model of the published class (default: the one the hidden options name)")
+    parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
+                        help="the sub-model of the published class your trainer builds, e.g. thinker "
+                             "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
     parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
                         help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
     parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
@@ -589,8 +609,10 @@ def main(argv: list[str] | None = None) -> int:
             pass  # best effort: the smoke then launches its trainer itself
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
+            checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else args.prestart_trainer)
             facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
-                          with_processor=not args.no_processor, with_memory=args.memory_out is not None)
+                          with_processor=not args.no_processor, with_memory=args.memory_out is not None,
+                          checkout=checkout, trained_submodule=args.trained_submodule)
     except BaseException as err:
         if args.prestart_trainer:
             prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
