@@ -210,7 +210,9 @@ def test_qwen3_vl_235b_does_not_fit_one_node_and_names_the_nodes_and_ep_that_do(
     plan = plan_memory(model, devices_per_node=8, device_memory_gb=64, nodes=1)
     assert not plan.fits and plan.verdict.startswith("does not fit on 1 node(s); smallest that fits: 16 node(s)")
     s = plan.settings
-    assert (s.nodes, s.expert_parallel_size, s.cpu_offload, s.freeze) == (16, 4, False, ())
+    # One layer's full activations under recompute include the copies of all 128 experts' weights that the HF
+    # training loop indexes out (~4.5 GiB): HSDP (shard within a node) no longer fits, sharding over all 128 does.
+    assert (s.nodes, s.expert_parallel_size, s.cpu_offload, s.freeze) == (16, 2, False, ())
     assert 128 % s.expert_parallel_size == 0 and plan.world % s.expert_parallel_size == 0
     assert plan.breakdown.device_total(1) <= plan.usable_bytes
     assert plan.loading == LOADING_META
@@ -255,3 +257,34 @@ def test_cli_prints_markdown_and_json(shapes, monkeypatch, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["yaml"]["parallel.fully_shard_parallel_size"] == 8  # HSDP: shard within a node
     assert data["world"] == 16 and data["fits"]
+
+
+# --------------------------------------------------------------------------- world size 1 and margins (issue 23)
+
+H200_MEASURED_GIB = 101.0  # max_memory_allocated, Qwen2.5-VL-7B shape, vision frozen, recompute, one H200
+
+
+def test_one_device_runs_the_frameworks_ddp_path_and_matches_the_h200_measurement(shapes) -> None:
+    """At ``fully_shard_parallel_size`` 1 without meta init MindSpeed-MM casts the model to bf16 and wraps it in
+    DDP (``fully_shard_parallel_modules``); its clip upcasts every grad to fp32 at once: that is the peak."""
+    model = shapes[QWEN25_7B]
+    frozen = memory.breakdown(model, memory.Settings(1, 1, freeze=("model.visual",)), 1, 2048)
+    assert frozen.mode == "ddp" and frozen.gather_peak == 0
+    assert frozen.params == 2 * model.total_params and frozen.after_backward == frozen.grads  # fp32 = 2 x bf16
+    assert abs(frozen.device_total(1) / GIB - H200_MEASURED_GIB) < 0.01 * H200_MEASURED_GIB
+    assert memory.breakdown(model, memory.Settings(1, 1), 1, 2048, meta_init=True).mode == "fsdp2"
+    plan = plan_memory(model, devices_per_node=1, device_memory_gb=141)
+    assert plan.verdict == "fits on 1 node(s)" and plan.yaml_defaults()["model.freeze"] == []  # the tower trains
+    assert "DDP at one shard rank" in plan.markdown()
+
+
+def test_intrusive_settings_only_beyond_the_plans_measured_error(shapes) -> None:
+    model = shapes[QWEN25_7B]
+    whole = memory.breakdown(model, memory.Settings(1, 1), 1, 2048).device_total(1)
+    just_over = whole / GIB / memory.USABLE_DEVICE_SHARE / (1 + memory.PLAN_ERROR / 2)  # over by half the error
+    close = plan_memory(model, devices_per_node=1, device_memory_gb=just_over)
+    assert close.verdict.startswith("fits with little margin on 1 node(s)") and close.fits
+    assert close.yaml_defaults()["model.freeze"] == [] and not close.settings.cpu_offload
+    assert any("5 %" in n or "(5%" in n for n in close.notes)
+    far = plan_memory(model, devices_per_node=1, device_memory_gb=whole / GIB / memory.USABLE_DEVICE_SHARE / 1.06)
+    assert far.verdict == "fits on 1 node(s)" and far.yaml_defaults()["model.freeze"] == ["model.visual"]

@@ -243,8 +243,8 @@ def test_framework_env_without_bridges_or_mindspeed_home(tmp_path: Path, monkeyp
     monkeypatch.setenv("MSMM_CPU_BRIDGES", "1")
     monkeypatch.setenv("PYTHONPATH", "/keep")
     env = framework_env(tmp_path / "mm", None, cpu_bridges=False)
-    assert "MSMM_CPU_BRIDGES" not in env
-    assert env["PYTHONPATH"].split(os.pathsep) == [str((tmp_path / "mm").resolve()), "/keep"]
+    assert "MSMM_CPU_BRIDGES" not in env and env["MSMM_FULLY_SHARD_STANDIN"] == "1"  # accelerators: bridge 2 only
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(BRIDGES_DIR), str((tmp_path / "mm").resolve()), "/keep"]
 
 
 # --- tier 2: the real trainer ---------------------------------------------------------------------

@@ -203,7 +203,7 @@ def _enter_framework(dest: Path, mindspeed_home: Path | None, scratch: Path | No
     sys.path[:0] = [path for path in env["PYTHONPATH"].split(os.pathsep) if path]
     sys.dont_write_bytecode = True  # an abandoned copy must leave the checkout untouched
     os.chdir(dest)
-    if env.get("MSMM_CPU_BRIDGES") == "1":
+    if env.get("MSMM_CPU_BRIDGES") == "1" or env.get("MSMM_FULLY_SHARD_STANDIN") == "1":
         spec = importlib.util.spec_from_file_location("msmm_cpu_bridges", BRIDGES_DIR / "sitecustomize.py")
         if spec is not None and spec.loader is not None:
             spec.loader.exec_module(importlib.util.module_from_spec(spec))

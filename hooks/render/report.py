@@ -26,9 +26,12 @@ def smoke_section(result: SmokeResult, inputs, note: str) -> str:  # noqa: ANN00
         f"iterations, loss {losses} ({result.reason})",
         f"- wall time: {result.wall_s:.1f} s" + _rss(result.peak_rss_mb),
     ]
-    lines += [f"- {note}" for note in result.notes]
+    lines += [f"- {note}" for note in result.notes if not note.startswith("memory, rank ")]
     if not result.passed and result.hint:
         lines.append(f"- hint: {result.hint}")
+    if result.memory_table:
+        lines += ["", "Measured memory beside the plan (the plan's arithmetic for this shrunk model and the smoke's "
+                  "settings; activations for the tokens and patches each layer saw):", "", result.memory_table]
     return "\n".join(lines)
 
 

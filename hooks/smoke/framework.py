@@ -49,7 +49,9 @@ def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bo
     offline flags keep a smoke from touching the network; the MM root goes on
     ``PYTHONPATH`` because torchrun puts the script's directory, not the cwd,
     at ``sys.path[0]`` and many ``mindspeed_mm`` subdirectories are namespace
-    packages that only resolve from the root.
+    packages that only resolve from the root. Off CPU only the bridges' ``fully_shard`` stand-in is on
+    (``MSMM_FULLY_SHARD_STANDIN``): it acts only where the framework's patch refuses the interpreter's
+    torch, so the data pre-flight (same environment) passes exactly where the smoke runs.
     """
     env = dict(os.environ)
     env.update(
@@ -60,7 +62,7 @@ def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bo
         TRANSFORMERS_OFFLINE="1",
         PYTHONUNBUFFERED="1",
     )
-    paths = [str(BRIDGES_DIR)] if cpu_bridges else []
+    paths = [str(BRIDGES_DIR)]  # all bridges on CPU; elsewhere the fully_shard stand-in alone (see there)
     if observe is not None:  # hooks/smoke/observer: units, weights and shard sizes from inside the ranks
         paths += [str(OBSERVER_DIR), str(OBSERVER_DIR.parents[2])]
         env["MSMM_OBSERVE"] = str(observe)
@@ -74,8 +76,10 @@ def framework_env(mm_home: Path, mindspeed_home: Path | None, *, cpu_bridges: bo
     env["PYTHONPATH"] = os.pathsep.join(paths)
     if cpu_bridges:
         env["MSMM_CPU_BRIDGES"] = "1"
+        env.pop("MSMM_FULLY_SHARD_STANDIN", None)
     else:
         env.pop("MSMM_CPU_BRIDGES", None)
+        env["MSMM_FULLY_SHARD_STANDIN"] = "1"
     return env
 
 
@@ -107,6 +111,38 @@ def detect_device() -> str:
     if _npu_available():
         return "npu"
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def smoke_ranks(device: str, visible: int) -> int:
+    """How many ranks a smoke launches: 2 gloo ranks on CPU (processes share the host); on CUDA/NPU one per
+    visible device, at most 2 (two ranks exercise sharding; a one-device host gets one rank, not a second
+    asking for a device it does not have)."""
+    if device == "cpu":
+        return 2
+    return max(1, min(2, visible))
+
+
+def visible_devices(device: str) -> int:
+    """Devices of ``device``'s kind this process sees (``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES``)."""
+    if device == "cpu":
+        return 0
+    import torch
+
+    if device == "npu":
+        import torch_npu  # noqa: F401
+
+        return int(torch.npu.device_count())
+    return int(torch.cuda.device_count())
+
+
+def world_size_one_note(nproc: int) -> str:
+    """What a one-rank smoke cannot show, for the report."""
+    if nproc != 1:
+        return ""
+    return ("one rank (one device visible): MindSpeed-MM runs DDP at fully_shard_parallel_size 1 without meta "
+            "init, so FSDP2 units, sharding and expert parallel are not exercised here; the shard check compares "
+            "the unsharded bf16 parameters, grads and AdamW states instead (2 ranks on CPU or a 2-device host "
+            "exercise them)")
 
 
 def free_port() -> int:

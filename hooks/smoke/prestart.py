@@ -132,7 +132,7 @@ def wanted() -> bool:
     return no_accelerator_installed()
 
 
-def start(dest: Path, *, nproc: int = 2) -> bool:
+def start(dest: Path, *, nproc: int | None = None) -> bool:
     """Launch the prestarted ranks for a smoke at ``dest``; False when the framework cannot run there.
 
     Cheap for the caller (one ``sh`` started, nothing imported): the probe calls it before its own
@@ -158,6 +158,10 @@ def start(dest: Path, *, nproc: int = 2) -> bool:
         (state / name).unlink(missing_ok=True)
     state.mkdir(parents=True, exist_ok=True)
     device = detect_device()
+    if nproc is None:  # as the smoke will ask (hooks.smoke.framework.smoke_ranks)
+        from hooks.smoke.framework import smoke_ranks, visible_devices
+
+        nproc = smoke_ranks(device, visible_devices(device))
     env = framework_env(dest, mindspeed_home, cpu_bridges=device == "cpu")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
            "--master_port", str(free_port()), str(Path(__file__).resolve()), str(dest / TRAINER_ENTRY), str(state)]

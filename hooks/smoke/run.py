@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from hooks import cache_root, load_answers
-from hooks.smoke.framework import detect_device, framework_unavailable
+from hooks.smoke.framework import (
+    detect_device,
+    framework_unavailable,
+    smoke_ranks,
+    visible_devices,
+    world_size_one_note,
+)
 from hooks.smoke.verdict import Progress, SmokeResult, print_iteration
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
@@ -73,9 +79,12 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
 
 
 def run_smoke(
-    dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int = 2, progress: Progress | None = None
+    dest: Path, answers: dict[str, Any], *, iters: int = 5, nproc: int | None = None,
+    progress: Progress | None = None
 ) -> tuple[SmokeResult, SmokeInputs, str]:
     """Run the best smoke available at ``dest``; returns the result, its inputs and the mode note.
+
+    ``nproc`` None: ``smoke_ranks`` for the devices present (2 on CPU, one per CUDA/NPU device up to 2).
 
     With ``progress`` (a terminal) the mode note is printed before the run and each iteration as
     it is logged; the full output of the ranks goes to the log file only (``result.log_path``).
@@ -89,8 +98,12 @@ def run_smoke(
         from hooks.smoke.trainer_run import run_framework_smoke
 
         device = detect_device()
-        note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} ranks on "
-                f"{device}{' through the CPU run-time bridges in hooks/smoke/bridges' if device == 'cpu' else ''}")
+        nproc = nproc or smoke_ranks(device, visible_devices(device))
+        one = world_size_one_note(nproc)
+        note = (f"framework smoke: real MindSpeed-MM trainer (mindspeed_mm/fsdp/train/trainer.py), {nproc} "
+                f"rank{'s' if nproc > 1 else ''} on {device}"
+                f"{' through the CPU run-time bridges in hooks/smoke/bridges' if device == 'cpu' else ''}"
+                f"{f'; {one}' if one else ''}")
         if progress is not None:
             print(note, flush=True)
         result = run_framework_smoke(
@@ -104,6 +117,7 @@ def run_smoke(
     from hooks.smoke.contract import run_contract_smoke
 
     plans = contract_plans(config_yaml, facts.get("plan", {}))
+    nproc = nproc or 2  # the contract smoke runs gloo ranks on the host
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
             "ranks, real HF model")
     if progress is not None:

@@ -39,6 +39,8 @@ _FROZEN = re.compile(r"freezing module (\S+?)\.\.\.")
 # Logged at DEBUG by the framework; shown by the smoke's observer (hooks/smoke/observer).
 _FSDP_APPLIED = re.compile(r"\[FSDP2\]: Apply fsdp2 to module <([^>]*)>")
 _EP_APPLIED = re.compile(r"\[Expert Parallel\]: Apply ep to module <([^>]*)>")
+_DDP_MODE = "DDP mode is enabled (fully_shard_parallel_size=1)"  # the framework's one-shard-rank path
+_PARAM_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 
 
 def _get(cfg: dict[str, Any], *keys: str) -> Any:
@@ -103,7 +105,10 @@ def unit_findings(log_text: str, cfg: dict[str, Any]) -> tuple[list[str], list[s
     """FSDP2 units and expert parallel as the trainer applied them (its ``Apply ... to module`` lines)."""
     problems, verified = [], []
     units = _get(cfg, "parallel", "fsdp_plan", "apply_modules") or []
-    if units:
+    if units and _DDP_MODE in log_text:
+        verified.append("world size 1: the trainer ran DDP (fully_shard_parallel_size=1), as MindSpeed-MM does with "
+                        "one shard rank and no meta init; the FSDP2 units are not applied on one rank")
+    elif units:
         found, line = _patterns_reached(units, list(dict.fromkeys(_FSDP_APPLIED.findall(log_text))), "FSDP2",
                                         "parallel.fsdp_plan.apply_modules")
         problems += found
@@ -176,17 +181,22 @@ def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], mode
     shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code"))).shapes
     layout = Layout(world=nproc, ep=int(_get(cfg, "parallel", "expert_parallel_size") or 1))
     freeze = _get(cfg, "model", "freeze") or []
+    ddp = nproc == 1 and not _get(cfg, "training", "init_model_with_meta_device")
+    width = _PARAM_BYTES.get(str(_get(cfg, "parallel", "fsdp_plan", "param_dtype")).lower(), 4) if ddp else 4
     problems, lines = [], []
     for rank, got in sorted(measured.items()):
-        want = rank_bytes(shapes, layout, rank, freeze=freeze, no_grad=got.get("no_grad", []))
+        unused = [n.removeprefix("module.") for n in got.get("no_grad", [])]  # DDP's wrapper names
+        want = rank_bytes(shapes, layout, rank, freeze=freeze, no_grad=unused, param_bytes=width, state_bytes=width)
         pairs = [("params", want.params_local, got["params_local"]), ("grads", want.grads_local, got["grads_local"]),
                  ("optimizer", want.optimizer, got["optimizer"])]
         problems += [f"rank {rank} holds {g:,} bytes of {what}, the memory plan's arithmetic says {w:,}"
                      for what, w, g in pairs if w != g]
         lines.append(f"rank {rank} " + ", ".join(f"{what} {g:,}" for what, _, g in pairs))
 
-    unused = next((m.get("no_grad") for m in measured.values() if m.get("no_grad")), [])
-    verified = [] if problems else [f"shard sizes equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"
+    first = next((m.get("no_grad") for m in measured.values() if m.get("no_grad")), [])
+    unused = [n.removeprefix("module.") for n in first]
+    what = "unsharded sizes (world size 1, DDP)" if ddp else "shard sizes"
+    verified = [] if problems else [f"{what} equal the memory plan's arithmetic to the byte ({'; '.join(lines)})"
                                     + unused_note(unused)]
     return problems, verified
 

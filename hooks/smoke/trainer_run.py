@@ -582,10 +582,25 @@ def run_framework_smoke(
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
         result.notes += [f"verified: {line}" for line in verified]
+        result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
         if problems and ignored_settings == "stop":
             result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"
         result.notes += [f"WARNING: {problem}" for problem in problems if ignored_settings != "stop"]
     return judge(result)
+
+
+def measured_memory(result: SmokeResult, observed: Path, cfg: dict[str, Any], model_dir: Path, nproc: int) -> str:
+    """Each rank's measured activations and peak memory beside the plan (``hooks.smoke.memory_check``): notes
+    for the verdict, the table for MIGRATION.md. Reported, never judged: a failure here is a note."""
+    from hooks.smoke.memory_check import memory_notes, memory_rows, memory_table
+
+    try:
+        rows = memory_rows(observed, cfg, model_dir, nproc)
+    except Exception as err:  # noqa: BLE001 - the smoke's verdict does not rest on it
+        result.notes.append(f"memory not compared with the plan: {type(err).__name__}: {err}")
+        return ""
+    result.notes += memory_notes(rows)
+    return memory_table(rows)
 
 
 def bridge_notes(log_text: str) -> list[str]:

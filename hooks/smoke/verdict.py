@@ -28,6 +28,7 @@ class SmokeResult:
     log_tail: str = ""
     log_path: str = ""  # the full log, kept after the run
     notes: list[str] = field(default_factory=list)  # what the run reported about itself (e.g. CPU bridges used)
+    memory_table: str = ""  # measured memory beside the plan (hooks.smoke.memory_check), Markdown
     error: str = ""
     passed: bool = False
     reason: str = ""

@@ -1,7 +1,10 @@
 """Run-time bridges that let the real MindSpeed-MM trainer run on a CPU-only machine.
 
 Put this directory first on ``PYTHONPATH`` and set ``MSMM_CPU_BRIDGES=1``
-(``hooks.smoke.trainer_run.framework_env`` does both). It has to be ``sitecustomize``
+(``hooks.smoke.trainer_run.framework_env`` does both). On CUDA/NPU hosts ``framework_env`` sets
+``MSMM_FULLY_SHARD_STANDIN=1`` instead: only bridge 2 is installed there, so a torch the framework's
+``fully_shard`` patch refuses still gets a smoke, with torch's own ``fully_shard`` as the labelled stand-in;
+every other bridge stays CPU-only. It has to be ``sitecustomize``
 rather than a wrapper script because ``datasets`` starts its preprocessing
 workers with "spawn", and those fresh interpreters need the same bridges.
 
@@ -36,6 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 ENV_FLAG = "MSMM_CPU_BRIDGES"
+ENV_STANDIN = "MSMM_FULLY_SHARD_STANDIN"  # accelerator hosts: bridge 2 only
 _FULLY_SHARD_MODULE = "mindspeed_mm.fsdp.ops.fully_shard.fully_shard"
 _DEVICE_MODULE = "mindspeed_mm.fsdp.utils.device"
 _TV_META_MODULE = "torchvision._meta_registrations"
@@ -96,11 +100,14 @@ def _exec_meta_registrations_or_empty(module: types.ModuleType, real_exec: Calla
 
 
 def _needs_fully_shard_stub() -> bool:
-    """The real module only supports torch 2.7.1/2.9.0 and imports FSDP internals newer torch lacks."""
+    """The real module only supports torch 2.7.1/2.9.0 and imports FSDP internals newer torch lacks.
+
+    On every device: an accelerator host whose torch the patch refuses (torch 2.11 on an H200) would
+    otherwise have no smoke at all; where the patch accepts the interpreter, the real one runs.
+    """
     import torch
 
-    version = torch.__version__
-    return not any(v in version for v in _PATCHED_TORCH_VERSIONS) and not _accelerator_present()
+    return not any(v in torch.__version__ for v in _PATCHED_TORCH_VERSIONS)
 
 
 def _tolerant_fully_shard(native: Callable[..., Any]) -> Callable[..., Any]:
@@ -329,7 +336,9 @@ def _fully_shard_exec(module: types.ModuleType, real_exec: Callable) -> None:
 
     if _needs_fully_shard_stub():
         _fill_fully_shard_stub(module)
-        what = f"fully_shard: CPU stand-in applied (torch {torch.__version__}; MindSpeed-MM's patch needs 2.7.1/2.9.0)"
+        where = "accelerator" if _accelerator_present() else "CPU"
+        what = (f"fully_shard: {where} stand-in applied, torch's own fully_shard (torch {torch.__version__}; "
+                "MindSpeed-MM's patch needs 2.7.1/2.9.0)")
     else:
         real_exec(module)
         what = f"fully_shard: MindSpeed-MM's own patch applied (torch {torch.__version__})"
@@ -372,9 +381,13 @@ class _BridgeFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> bool:
-    """Install the finder when ``MSMM_CPU_BRIDGES=1``; True if installed (idempotent)."""
+    """Install the finder when ``MSMM_CPU_BRIDGES=1`` (all bridges) or ``MSMM_FULLY_SHARD_STANDIN=1`` (bridge 2
+    only); True if installed (idempotent)."""
     if os.environ.get(ENV_FLAG) != "1":
-        return False
+        if os.environ.get(ENV_STANDIN) != "1":
+            return False
+        for name in [n for n in _EXEC_WRAPPERS if n != _FULLY_SHARD_MODULE]:
+            del _EXEC_WRAPPERS[name]
     if not any(isinstance(f, _BridgeFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _BridgeFinder())
     return True

@@ -80,6 +80,7 @@ def check_weights(model: Any, model_dir: Path) -> dict[str, Any]:
     import torch
     from safetensors import safe_open
 
+    model = model.module if type(model).__name__ == "DistributedDataParallel" else model  # one rank: DDP
     files = _file_tensors(model_dir, model)
     named = [(n, p) for n, p in model.named_parameters() if n in files]
     if not named:
@@ -138,6 +139,7 @@ def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrappe
                 except Exception as err:  # noqa: BLE001 - reported, judged by the settings check
                     _write(out, {"weights": {"error": f"{type(err).__name__}: {err}", "checked": [], "mismatch": []}})
                 _measure_after_first_step(self, out)
+                _observe_memory(self, out)  # issue 23: hooks.smoke.memory_check
             return train_step(self, *args, **kwargs)
 
         return observed_train_step
@@ -165,6 +167,17 @@ def _measure_after_first_step(engine: Any, out: Path) -> None:
         return result
 
     optimizer.step = measured_step
+
+
+def _observe_memory(engine: Any, out: Path) -> None:
+    """Activations saved per layer in the first forward and the peak device memory per step
+    (``hooks.smoke.memory_check.observe``); a failure is recorded, never raised."""
+    try:
+        from hooks.smoke.memory_check import observe
+
+        observe(engine, lambda record: _write(out, record))
+    except Exception as err:  # noqa: BLE001 - reported beside the plan by the smoke
+        _write(out, {"activations": {"error": f"{type(err).__name__}: {err}"}})
 
 
 def _patch(module: Any, spec_path: Path) -> None:

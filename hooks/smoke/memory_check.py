@@ -1,0 +1,173 @@
+"""Measured memory beside the memory plan, for every smoke (issue 23).
+
+The observer (``hooks/smoke/observer``) calls ``observe`` in each rank at the first step. It records the bytes
+the first forward saved for backward in each decoder layer and vision block (``hooks.model.saved``) and,
+after each optimizer step, the peak device memory (``max_memory_allocated``; none on CPU). After the run they
+are set beside the plan's arithmetic (``hooks.model.memory``) for the same shrunk model and the smoke's
+settings: the activation estimate for the tokens and patches each layer really saw, with recompute as the
+YAML has it, and the predicted per-device total. The verdict does not depend on it; MIGRATION.md shows the
+table and the notes say how far off it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hooks.model.memory import GIB
+
+KIB = 1 << 10
+
+
+# --------------------------------------------------------------------------- inside the trainer's ranks
+
+def unwrapped(model: Any) -> Any:
+    """The model under MindSpeed-MM's DDP wrapper (one shard rank), else the model itself."""
+    return model.module if type(model).__name__ == "DistributedDataParallel" else model
+
+
+def _trainer_config() -> dict[str, Any]:
+    """The YAML the trainer was started with (``trainer.py <yaml>``), or {} when it cannot be read."""
+    import sys
+
+    try:
+        import yaml
+
+        return yaml.safe_load(Path(sys.argv[1]).read_text()) or {}
+    except Exception:  # noqa: BLE001 - observing must never stop training
+        return {}
+
+
+def layer_patterns(cfg: dict[str, Any]) -> tuple[list[str], bool]:
+    """(the decoder-layer / vision-block patterns, recompute on): recompute targets, else the FSDP units."""
+    for place in ("features", "parallel"):
+        section = cfg.get(place) or {}
+        patterns = (section.get("recompute_plan") or {}).get("apply_modules") or []
+        if patterns:
+            return list(patterns), bool(section.get("recompute"))
+    units = ((cfg.get("parallel") or {}).get("fsdp_plan") or {}).get("apply_modules") or []
+    return list(units), False
+
+
+def peak_memory() -> dict[str, Any]:
+    """This rank's peak device memory so far (``max_memory_allocated``); CPU has no device allocator."""
+    import torch
+
+    for name in ("npu", "cuda"):
+        backend = getattr(torch, name, None)
+        if backend is not None and backend.is_available() and backend.is_initialized():
+            return {"device": name, "peak_allocated": int(backend.max_memory_allocated()),
+                    "peak_reserved": int(backend.max_memory_reserved())}
+    return {"device": "cpu", "peak_allocated": None, "peak_reserved": None}
+
+
+def observe(engine: Any, write: Any) -> None:
+    """At the first step: meter the first forward's saved tensors per layer (written as ``activations`` when the
+    forward ends) and, after every optimizer step, write this rank's ``memory`` peak. ``write(record)`` merges
+    into the rank's observer record."""
+    import torch
+
+    from hooks.model.saved import SavedTensorMeter, layer_names
+
+    model = unwrapped(engine.model)
+    patterns, recompute = layer_patterns(_trainer_config())
+    meter = SavedTensorMeter(model, layer_names(model, patterns)).__enter__()
+    handles = []
+
+    def done(_module: Any, _args: Any, _output: Any) -> None:
+        meter.__exit__(None, None, None)
+        for handle in handles:
+            handle.remove()
+        write({"activations": {**meter.result.to_dict(), "recompute": recompute}})
+
+    handles.append(model.register_forward_hook(done))
+    torch.optim.optimizer.register_optimizer_step_post_hook(lambda *_: write({"memory": peak_memory()}))
+
+
+# --------------------------------------------------------------------------- in the smoke, after the run
+
+
+def _size(n: float | None) -> str:
+    if n is None:
+        return "n/a"
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / KIB:.1f} KiB"
+
+
+def _records(observed: Path | None) -> dict[int, dict[str, Any]]:
+    if observed is None or not observed.is_dir():
+        return {}
+    return {int(p.stem.removeprefix("observe_rank")): json.loads(p.read_text())
+            for p in sorted(observed.glob("observe_rank*.json"))}
+
+
+def _get(cfg: dict[str, Any], *keys: str) -> Any:
+    node: Any = cfg
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, nproc: int) -> list[dict[str, Any]]:
+    """One row per rank and quantity: ``rank``, ``what``, ``predicted``, ``measured`` (bytes or None), ``note``."""
+    from hooks.model.cluster import model_shapes
+    from hooks.model.memory import LOGIT_BYTES, Settings, breakdown, layer_row_bytes
+    from hooks.model.saved import SavedBytes, layer_kind, predicted
+
+    records = {r: rec for r, rec in _records(observed).items() if isinstance(rec.get("activations"), dict)
+               and "error" not in rec["activations"]}
+    if not records:
+        return []
+    shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code")))
+    meta = bool(_get(cfg, "training", "init_model_with_meta_device"))
+    freeze = tuple(_get(cfg, "model", "freeze") or ())
+    ep = int(_get(cfg, "parallel", "expert_parallel_size") or 1)
+    dtype = str(_get(cfg, "parallel", "fsdp_plan", "param_dtype") or "fp32").lower()
+    width = 2 if dtype in ("bf16", "bfloat16", "fp16", "float16") else 4  # what the layers compute in
+    rows: list[dict[str, Any]] = []
+    for rank, rec in sorted(records.items()):
+        act = rec["activations"]
+        recompute = bool(act.get("recompute"))
+        saved = SavedBytes(layers=act["layers"], rows=act["rows"], shared=act["shared"], other=act["other"])
+        want = predicted(saved, shapes.profiles, shapes.vision_towers, recompute=recompute, act_bytes=width)
+        for kind in ("text", "vision"):
+            names = [n for n in saved.layers if layer_kind(n, shapes.vision_towers) == kind and n in want]
+            if not names:
+                continue
+            worst = max(abs(want[n] - saved.layers[n]) / max(saved.layers[n], want[n], 1) for n in names)
+            label = "decoder layers" if kind == "text" else "vision blocks"
+            tokens = sorted({saved.rows.get(n, 0) for n in names})
+            rows.append({"rank": rank, "what": f"activations saved for backward, {len(names)} {label} "
+                                               f"({'/'.join(map(str, tokens))} rows each"
+                                               f"{', recompute' if recompute else ''}, {dtype})",
+                         "predicted": sum(want[n] for n in names), "measured": sum(saved.layers[n] for n in names),
+                         "note": f"worst layer {worst:.1%} off"})
+        text = [n for n in saved.layers if layer_kind(n, shapes.vision_towers) == "text"]
+        tokens = max((saved.rows.get(n, 0) for n in text), default=0)
+        b = breakdown(shapes, Settings(1, nproc, ep, freeze), nproc, max(tokens, 1), meta_init=meta)
+        activations = sum(want.values()) + tokens * shapes.dims.vocab * LOGIT_BYTES
+        if recompute and "text" in shapes.profiles:
+            activations += layer_row_bytes(shapes.profiles["text"], tokens)  # one layer recomputed in backward
+        states = b.device_total(0) - b.after_backward
+        memory = rec.get("memory") or {}
+        rows.append({"rank": rank, "what": f"peak device memory ({b.mode.upper()}: states, gathers, activations)",
+                     "predicted": states + max(activations, b.after_backward), "measured": memory.get("peak_allocated"),
+                     "note": "max_memory_allocated" if memory.get("peak_allocated") is not None
+                     else "n/a on CPU (no device allocator)"})
+    return rows
+
+
+def memory_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as MIGRATION.md's predicted-vs-measured table."""
+    if not rows:
+        return ""
+    lines = ["| rank | quantity | predicted (memory plan) | measured | |", "|---:|---|---:|---:|---|"]
+    lines += [f"| {r['rank']} | {r['what']} | {_size(r['predicted'])} | {_size(r['measured'])} | {r['note']} |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def memory_notes(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per row for the verdict's notes."""
+    return [f"memory, rank {r['rank']}: {r['what']}: {_size(r['predicted'])} predicted, {_size(r['measured'])} "
+            f"measured ({r['note']})" for r in rows]
