@@ -400,7 +400,7 @@ def framework_import_error() -> str:
 
 def _could_not(name: str, err: Exception) -> dict[str, Any]:
     """A candidate whose data path raises could not be evaluated: its cause, never a difference."""
-    return {"verdict": "error", "environment": environment_cause(err),
+    return {"verdict": "error", "environment": environment_cause(err), "data_path_raises": True,
             "details": [f"{name}: could not evaluate: MindSpeed-MM's data path raises on it ({type(err).__name__}: "
                         f"{err})"]}
 

@@ -61,6 +61,7 @@ class ParityResult:
     details: list[str] = field(default_factory=list)
     candidate: str = ""
     environment: str = ""
+    data_path_raises: bool = False  # the framework's own data path raised on a sample: it cannot be built
 
     @property
     def ok(self) -> bool:
@@ -173,7 +174,8 @@ def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[st
 
 def _result(payload: dict[str, Any]) -> ParityResult:
     return ParityResult(payload["verdict"], list(payload.get("details", [])),
-                        environment=payload.get("environment") or "")
+                        environment=payload.get("environment") or "",
+                        data_path_raises=bool(payload.get("data_path_raises")))
 
 
 def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[str, Any], *,

@@ -74,7 +74,9 @@ def check_data(dest: Path, answers: dict) -> bool:
     """Data parity of the generated scaffold, printed and written into MIGRATION.md; False stops the copy.
 
     A mismatch stops it before the smoke (a healthy loss on the wrong format is the worst outcome)
-    unless the ``parity_mismatch`` answer is ``warn``; a check that could not run only warns.
+    unless the ``parity_mismatch`` answer is ``warn``. A data path that raises on the model's own samples
+    cannot be built, so it stops the copy whatever that answer says (the smoke and every training run
+    would fail the same way); a check that could not run for another reason only warns.
     """
     from hooks.data.parity import parity_for_answers
     from hooks.render.report import parity_section, write_section
@@ -89,6 +91,11 @@ def check_data(dest: Path, answers: dict) -> bool:
         print(f"error: data parity: {result.first_difference()}; the data path would train on another format than "
               "the model's own. Choose another data branch (see MIGRATION.md's candidates), or copy again with "
               "-d parity_mismatch=warn to train anyway", file=sys.stderr)
+        return False
+    if result.verdict == "error" and result.data_path_raises:
+        print(f"error: data parity: {result.first_difference()}; this data path cannot be built for the model. "
+              "Choose another data branch (see MIGRATION.md's candidates; data_branch=c writes a dataset plugin "
+              "around the model's own processor)", file=sys.stderr)
         return False
     if not result.ok:
         print("WARNING: the data path is not proven to reproduce the model's own format; see the Data parity "
