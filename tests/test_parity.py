@@ -316,3 +316,14 @@ def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_
     assert config["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
     assert config["training"]["init_model_with_meta_device"] is True  # no plan: meta init + load, as before
     assert yaml.safe_dump(config)
+
+
+def test_a_plan_without_recompute_blocks_turns_recompute_off(tmp_path: Path) -> None:
+    """Issue 21: every block's forward refuses ``past_key_values``; the YAML said ``recompute: true`` with
+    ``apply_modules:`` null, which the trainer's schema rejects ('Input should be a valid list')."""
+    facts = {"architecture": "Qwen2_5_VLForConditionalGeneration", "attention": {"flash_attention_2": True},
+             "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": [],
+                      "recompute_left_out": ["Block"], "ep_modules": [], "freeze_proposal": ["model.visual"]}}
+    answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
+    config = parity.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
+    assert config["features"]["recompute"] is False and "recompute_plan" not in config["features"]

@@ -111,3 +111,12 @@ def test_blocks_without_past_key_values_are_not_recomputed() -> None:
     plan = derive_plan(tbl)
     assert plan.recompute_modules == ["model.language_model.layers.{*}"]
     assert "model.visual.blocks.{*}" in plan.apply_modules
+    assert plan.recompute_left_out == ["VisionBlock"]  # MIGRATION.md says why
+
+
+def test_no_recomputable_block_leaves_an_empty_plan() -> None:
+    """Every block refuses past_key_values: no recompute pattern (the YAML then says recompute: false)."""
+    tbl = qwen_like()
+    tbl.no_recompute_classes = ["VisionBlock", "DecoderLayer"]
+    plan = derive_plan(tbl)
+    assert plan.recompute_modules == [] and plan.recompute_left_out == ["DecoderLayer", "VisionBlock"]

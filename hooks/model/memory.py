@@ -594,6 +594,7 @@ class ModelShapes:
     apply_modules: list[str]
     notes: list[str] = field(default_factory=list)
     profiles: dict[str, LayerProfile] = field(default_factory=dict)  # "text"/"vision": from the layers' modules
+    recomputable: bool = True  # False when the plan has no recompute block: the YAML then says recompute: false
 
     @property
     def total_params(self) -> int:
@@ -659,7 +660,8 @@ def breakdown(model: ModelShapes, s: Settings, devices_per_node: int, cutoff_len
     layout = Layout(world, s.fully_shard_parallel_size, s.expert_parallel_size)
     frozen_vision = bool(model.vision_towers) and all(
         any(module_name_match(f, v) for f in s.freeze) for v in model.vision_towers)
-    act_r = activations(model.dims, cutoff_len, recompute=True, vision_frozen=frozen_vision, profiles=model.profiles)
+    act_r = activations(model.dims, cutoff_len, recompute=model.recomputable, vision_frozen=frozen_vision,
+                        profiles=model.profiles)
     act_n = activations(model.dims, cutoff_len, recompute=False, vision_frozen=frozen_vision, profiles=model.profiles)
     if ddp_mode(s, meta_init):
         # bf16 parameters, bf16 grads plus DDP's bucket copy of them, AdamW states in the parameters' dtype;
@@ -958,7 +960,8 @@ def shapes_of(model: Any, table: ModuleTable, plan: Plan, config: Any, name: str
     return ModelShapes(name=name, shapes=param_shapes(model, table, plan), dims=dims,
                        vision_towers=plan.vision_towers, ep_modules=plan.ep_modules,
                        apply_modules=plan.apply_modules, notes=notes,
-                       profiles=model_profiles(model, plan, dims, config))
+                       profiles=model_profiles(model, plan, dims, config),
+                       recomputable=bool(plan.recompute_modules))
 
 
 # What a copy freezes of a plan (answers' memory_plan): the YAML defaults, the verdict, the table.

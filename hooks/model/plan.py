@@ -127,6 +127,9 @@ class Plan:
     reports: list[PatternReport]
     non_root_share: float
     problems: list[str]
+    # Classes whose forward takes neither past_key_values nor **kwargs: MindSpeed-MM's recompute wrapper
+    # passes past_key_values=None, so blocks holding them are left out (all of them: recompute false).
+    recompute_left_out: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -324,8 +327,8 @@ def derive_plan(table: ModuleTable) -> Plan:
     ordered = _without_bypassed_units(ordered, table.called_directly)
     apply_modules = _as_patterns(table, ordered, container_names)
 
-    recompute = _as_patterns(table, [b.name for b in blocks if not table.child_classes(b.name) & set(
-        table.no_recompute_classes)], container_names)
+    refused = {b.name: table.child_classes(b.name) & set(table.no_recompute_classes) for b in blocks}
+    recompute = _as_patterns(table, [b.name for b in blocks if not refused[b.name]], container_names)
     experts = find_experts(table, language)
     ep_modules = list(dict.fromkeys(generalize(n) for n in experts))  # first-seen order
     hook_modules = recompute[-1:] if ep_modules and language else []
@@ -342,6 +345,7 @@ def derive_plan(table: ModuleTable) -> Plan:
         reports=reports,
         non_root_share=share,
         problems=problems,
+        recompute_left_out=sorted(set().union(*refused.values())),
     )
 
 
