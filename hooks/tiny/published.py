@@ -1,0 +1,325 @@
+"""Tiny random-weight copies of *published* remote-code VLM releases, read from public mirrors at build time.
+
+The ``remote_*`` fixtures (``hooks.tiny.remote``) are written to this project's own assumptions. Real
+releases break them (issue 21), so these fixtures take a release's hub files as published: code,
+``config.json``, tokenizer and processor files, chat templates, the ``README.md`` model card. They are
+read from a git mirror of the hub folder when the fixture is built and are never part of this
+repository. Only sizes in ``config.json`` change (``Release.sizes``, each change listed in the build
+marker), plus the few version shims a release needs under transformers 4.57.1 (``Release.shims``:
+exact text replacements, each with its reason; a shim whose text is absent fails the build, so a
+changed mirror is noticed). The weights are random, drawn by the release's own model class
+instantiated from the shrunk config.
+
+Mirrors: ``MSMM_MIRRORS`` names a folder holding ``owner+name/repo`` git directories (what the
+search tool's fetch writes, default ``/work/.mirror``) or one family's git directory itself.
+
+``python -m hooks.tiny.published FAMILY DEST [--seed N]``, ``python -m hooks.tiny.published --list``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MIRRORS = "/work/.mirror"
+MARKER = ".tiny-build.json"
+BUILD_VERSION = 1
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+Notes = list[str]
+
+
+class MirrorMissing(RuntimeError):
+    """The release's mirror (or its pinned commit, or a module its code imports) is not on this machine."""
+
+
+@dataclass(frozen=True)
+class Shim:
+    """One exact text replacement in a release file, and why transformers 4.57.1 needs it."""
+
+    path: str
+    old: str
+    new: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Release:
+    """A published remote-code release: where its mirror is, which files are taken, what is shrunk."""
+
+    family: str
+    hub_id: str
+    mirror: str  # owner+name, as fetch names the folder
+    commit: str
+    files: tuple[str, ...]
+    sizes: Callable[[dict[str, Any]], Notes]
+    model_auto: str = "AutoModelForCausalLM"
+    requires: tuple[str, ...] = ()
+    shims: tuple[Shim, ...] = ()
+    dropped: dict[str, str] = field(default_factory=dict)  # hub file left out -> why
+
+
+def _set(cfg: dict[str, Any], key: str, value: Any, notes: Notes, where: str = "") -> None:
+    """Set one size and record it as 'key: old -> new' so the build marker documents every change."""
+    notes.append(f"{where}{key}: {cfg.get(key)!r} -> {value!r}")
+    cfg[key] = value
+
+
+# ---------------------------------------------------------------------------- Qwen-VL-Chat
+
+
+def _qwen_vl_sizes(cfg: dict[str, Any]) -> Notes:
+    """LM 2 layers / hidden 128 / 4 heads of 32; ViT 2 blocks / width 32; vocab kept (tiktoken ids up to 151936).
+
+    Hidden 128, not 64: the resampler has ``output_dim // 128`` heads, and ``output_dim`` is the LM width.
+
+    ``n_queries`` (256 resampler queries) stays: the tokenizer writes 256 image pads per ``<img>`` span.
+    The Int4 release's GPTQ ``quantization_config`` is dropped: the tiny weights are plain bf16.
+    """
+    notes: Notes = []
+    for key, value in (("hidden_size", 128), ("num_attention_heads", 4), ("kv_channels", 32),
+                       ("intermediate_size", 256), ("num_hidden_layers", 2)):
+        _set(cfg, key, value, notes)
+    for key, value in (("width", 32), ("heads", 2), ("layers", 2), ("output_dim", 128)):
+        _set(cfg["visual"], key, value, notes, "visual.")
+    notes.append(f"quantization_config: {cfg.pop('quantization_config', None)!r} -> removed (bf16 weights)")
+    return notes
+
+
+_STREAM_IMPORT = "from transformers_stream_generator.main import NewGenerationMixin, StreamGenerationConfig"
+QWEN_VL = Release(
+    family="qwen_vl_chat",
+    hub_id="Qwen/Qwen-VL-Chat-Int4",
+    mirror="x1ngzai+Qwen-VL-Chat-Int4",
+    commit="1cd721a27dd000fc4cf688c6ad58e614da1d600d",
+    files=("README.md", "config.json", "configuration_qwen.py", "generation_config.json", "modeling_qwen.py",
+           "qwen.tiktoken", "qwen_generation_utils.py", "requirements.txt", "tokenization_qwen.py",
+           "tokenizer_config.json", "visual.py"),
+    sizes=_qwen_vl_sizes,
+    requires=("tiktoken", "einops", "matplotlib"),  # of its requirements.txt, those its code imports
+    shims=(Shim("modeling_qwen.py", f"        {_STREAM_IMPORT}",
+                "        try:  # msmm-migrate shim: a try block keeps transformers' import check away\r\n"
+                f"            {_STREAM_IMPORT}\r\n        except ImportError:\r\n            raise",
+                "chat_stream()'s import of transformers_stream_generator put in a try block: transformers checks "
+                "every module a remote file imports, and that package does not import under transformers 4.57 "
+                "(BeamSearchScorer was removed); only streaming chat uses it"),),
+    dropped={"quantize_config.json": "GPTQ settings of the Int4 weights; the tiny weights are not quantized",
+             "model.safetensors.index.json": "index of the published weights"},
+)
+
+
+# ---------------------------------------------------------------------------- InternVL2-2B
+
+
+def _internvl2_sizes(cfg: dict[str, Any]) -> Notes:
+    """InternLM2 2 layers / hidden 64 / 4 heads, 2 KV; InternViT 2 blocks / hidden 32; vocab kept (92553).
+
+    ``attn_implementation`` flash_attention_2 -> eager and the ViT's ``use_flash_attn`` -> false: flash-attn
+    is not installed on CPU hosts (a size-independent setting a user without flash-attn changes too).
+    """
+    notes: Notes = []
+    llm, vit = cfg["llm_config"], cfg["vision_config"]
+    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("attn_implementation", "eager")):
+        _set(llm, key, value, notes, "llm_config.")
+    for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 2), ("use_flash_attn", False)):
+        _set(vit, key, value, notes, "vision_config.")
+    return notes
+
+
+INTERNVL2 = Release(
+    family="internvl2_2b",
+    hub_id="OpenGVLab/InternVL2-2B",
+    mirror="zylluan+ft-uav_internvl2-2B",
+    commit="a19e0a45a8dc6bbb45de0a8e14bd63a2b1a3ac6c",
+    files=("added_tokens.json", "config.json", "configuration_intern_vit.py", "configuration_internlm2.py",
+           "configuration_internvl_chat.py", "conversation.py", "generation_config.json", "modeling_intern_vit.py",
+           "modeling_internlm2.py", "modeling_internvl_chat.py", "special_tokens_map.json",
+           "tokenization_internlm2.py", "tokenization_internlm2_fast.py", "tokenizer.model", "tokenizer_config.json"),
+    sizes=_internvl2_sizes,
+    requires=("sentencepiece", "einops"),
+    dropped={"README.md": "not in this mirror (a fine-tune's folder): the card's build_transform/"
+                          "dynamic_preprocess recipe is missing, as for a user who copied only the code"},
+)
+
+
+RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2)}
+
+
+# ---------------------------------------------------------------------------- mirror access
+
+
+def _is_git_dir(path: Path) -> bool:
+    """True for a bare git directory (what fetch writes) or a work tree's .git."""
+    return (path / "HEAD").is_file() and (path / "objects").is_dir()
+
+
+def mirror_dir(release: Release) -> Path:
+    """The release's git directory under ``MSMM_MIRRORS``, holding its pinned commit; MirrorMissing otherwise."""
+    root = Path(os.environ.get("MSMM_MIRRORS", DEFAULT_MIRRORS))
+    for candidate in (root / release.mirror / "repo", root / release.mirror, root / release.mirror / ".git", root):
+        if _is_git_dir(candidate) and _has_commit(candidate, release.commit):
+            return candidate
+    raise MirrorMissing(f"{release.family}: no mirror of {release.hub_id} ({release.mirror} at "
+                        f"{release.commit[:12]}) under {root} (set MSMM_MIRRORS)")
+
+
+def _has_commit(git_dir: Path, commit: str) -> bool:
+    """True when the git directory holds the pinned commit (a newer snapshot may not)."""
+    done = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+                          capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def read_file(git_dir: Path, commit: str, path: str) -> bytes:
+    """A file's bytes at the pinned commit; an LFS pointer is refused (the content is not in the mirror)."""
+    data = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"],
+                          capture_output=True, check=True).stdout
+    if data.startswith(LFS_POINTER):
+        raise MirrorMissing(f"{path} is a Git LFS pointer in the mirror; its content is not there")
+    return data
+
+
+def missing_requirements(release: Release) -> list[str]:
+    """Modules the release's code imports that this interpreter lacks (the build and its test skip then)."""
+    return [name for name in release.requires if importlib.util.find_spec(name) is None]
+
+
+# ---------------------------------------------------------------------------- build
+
+
+def _copy_files(release: Release, git_dir: Path, out: Path) -> None:
+    """Write the taken hub files unchanged (byte for byte) into the model folder."""
+    for path in release.files:
+        target = out / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(read_file(git_dir, release.commit, path))
+
+
+def _apply_shims(release: Release, out: Path) -> Notes:
+    """Apply each version shim exactly once; a shim whose text is not found is an error, not a silent no-op."""
+    notes: Notes = []
+    for shim in release.shims:
+        path = out / shim.path
+        text = path.read_bytes().decode("utf-8")  # bytes: keep the file's own line endings (CRLF in some)
+        if text.count(shim.old) != 1:
+            raise RuntimeError(f"shim for {shim.path} does not match the mirror's file once: {shim.why}")
+        path.write_bytes(text.replace(shim.old, shim.new).encode("utf-8"))
+        notes.append(f"{shim.path}: {shim.why}")
+    return notes
+
+
+def _shrink_config(release: Release, out: Path) -> Notes:
+    """Rewrite config.json with the tiny sizes; every other key keeps its published value."""
+    path = out / "config.json"
+    cfg = json.loads(path.read_text())
+    notes = release.sizes(cfg)
+    path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+    return notes
+
+
+def _write_weights(release: Release, out: Path, seed: int) -> int:
+    """Instantiate the release's own model class from the shrunk config and save its random bf16 weights.
+
+    Only the weights are written (``safetensors.torch.save_model``, which handles tied tensors):
+    ``save_pretrained`` would rewrite the published config.json and code files.
+    """
+    import torch
+    from safetensors.torch import save_model
+    from transformers import AutoConfig
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    config = AutoConfig.from_pretrained(out, trust_remote_code=True)
+    model_class = get_class_from_dynamic_module(config.auto_map[release.model_auto], str(out))
+    torch.manual_seed(seed)
+    model = model_class(config).to(torch.bfloat16)
+    save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return sum(p.numel() for p in model.parameters())
+
+
+def _marker(release: Release, seed: int, notes: dict[str, Any]) -> dict[str, Any]:
+    """Identity of a build plus its documentation: mirror, commit, files taken and every change made."""
+    return {"arch": f"published:{release.family}", "seed": seed, "version": BUILD_VERSION,
+            "hub_id": release.hub_id, "mirror": release.mirror, "commit": release.commit,
+            "files": list(release.files), "dropped": release.dropped, **notes}
+
+
+def _is_complete(dest: Path, release: Release, seed: int) -> bool:
+    """True when dest holds a finished build of the same release, commit, seed and builder version."""
+    try:
+        found = json.loads((dest / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return (dest / "model.safetensors").is_file() and all(
+        found.get(k) == v for k, v in _marker(release, seed, {}).items())
+
+
+def build(family: str, dest: Path, *, seed: int = 0) -> Path:
+    """Build the tiny copy of ``family`` into ``dest`` (reused when already built); MirrorMissing when it cannot."""
+    release = RELEASES[family]
+    dest = Path(dest)
+    if _is_complete(dest, release, seed):
+        return dest
+    if missing := missing_requirements(release):
+        raise MirrorMissing(f"{family}: its code imports {', '.join(missing)}, not installed here")
+    git_dir = mirror_dir(release)
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        _copy_files(release, git_dir, tmp)
+        notes = {"sizes": _shrink_config(release, tmp), "shims": _apply_shims(release, tmp)}
+        notes["num_parameters"] = _write_weights(release, tmp, seed)
+        (tmp / MARKER).write_text(json.dumps(_marker(release, seed, notes), indent=2) + "\n")
+        _replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+def _replace(tmp: Path, dest: Path) -> None:
+    """Move a finished build into place; only an earlier tiny build or an empty folder is replaced."""
+    if dest.exists():
+        if any(dest.iterdir()) and not (dest / MARKER).is_file():
+            raise FileExistsError(f"{dest} is not empty and is not a tiny build; refusing to overwrite")
+        shutil.rmtree(dest)
+    tmp.chmod(0o755)  # mkdtemp and safetensors create 0700/0600
+    for item in tmp.iterdir():
+        item.chmod(0o644)
+    tmp.rename(dest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m hooks.tiny.published``."""
+    parser = argparse.ArgumentParser(prog="python -m hooks.tiny.published", description=__doc__.splitlines()[0])
+    parser.add_argument("family", nargs="?", choices=sorted(RELEASES))
+    parser.add_argument("dest", nargs="?", type=Path)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--list", action="store_true", help="print the families and their mirrors")
+    args = parser.parse_args(argv)
+    if args.list or args.family is None or args.dest is None:
+        for r in RELEASES.values():
+            print(f"{r.family}\t{r.hub_id}\t{r.mirror}@{r.commit[:12]}")
+        return 0 if args.list else 2
+    try:
+        print(build(args.family, args.dest, seed=args.seed))
+    except MirrorMissing as exc:
+        print(f"not built: {exc}")
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
