@@ -112,6 +112,7 @@ def run_smoke(
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
             progress=progress, sdpa=(facts.get("attention") or {}).get("sdpa", True),
             ignored_settings=str(answers.get("ignored_settings") or "stop"),
+            attributes=(facts.get("processor") or {}).get("model_attributes") or {},
         )
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke

@@ -382,7 +382,8 @@ def _fit_size(size: Any, nproc: int) -> int:
 def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int, places: dict[str, list[str]]) -> None:
     """Keep the plans; fit the degrees to ``nproc``; drop what needs an accelerator off it.
 
-    Pinned CPU offload needs CUDA/NPU, ring attention and NPU fused EP need NPU.
+    Pinned CPU offload needs CUDA/NPU, ring attention and NPU fused EP need NPU; on CPU the mixed
+    precision computes in fp32 (``hooks.smoke.reference`` compares the first steps with a reference).
     """
     parallel = _sub(cfg, "parallel")
     for key in ("data_parallel_size", "expert_fully_shard_parallel_size"):
@@ -398,6 +399,10 @@ def _smoke_parallel(cfg: dict[str, Any], device: str, nproc: int, places: dict[s
     fsdp_plan = parallel.get("fsdp_plan")
     if device == "cpu" and isinstance(fsdp_plan, dict) and fsdp_plan.get("cpu_offload"):
         fsdp_plan["cpu_offload"] = False
+    if device == "cpu" and isinstance(fsdp_plan, dict) and fsdp_plan.get("param_dtype") in ("bf16", "fp16"):
+        # CPUs emulate bf16; and its rounding of each step's parameters (a 1-ulp fp32 difference in an update
+        # flips a bf16 value) makes steps past the first incomparable with a reference: fp32 there.
+        fsdp_plan["param_dtype"] = "fp32"
 
 
 def _smoke_features(cfg: dict[str, Any], device: str) -> None:
@@ -525,8 +530,13 @@ def run_framework_smoke(
     progress: Progress | None = None,
     sdpa: bool = True,
     ignored_settings: str = "stop",
+    attributes: dict[str, Any] | None = None,
 ) -> SmokeResult:
-    """Train ``iters`` steps of the tiny model through the real trainer and judge the losses."""
+    """Train ``iters`` steps of the tiny model through the real trainer and judge the losses.
+
+    ``attributes``: what the model's own ``chat()`` sets on the model before ``forward`` (the code
+    convention); the loss-equivalence reference sets them on its own build of the model's class.
+    """
     import yaml
 
     from hooks.render.checkout import schema
@@ -581,7 +591,12 @@ def run_framework_smoke(
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
-        result.notes += [f"verified: {line}" for line in verified]
+        from hooks.smoke.reference import loss_equivalence
+
+        wrong, same, unknown = loss_equivalence(yaml_path, Path(model_dir).resolve(), observed, records,
+                                                mm_home=Path(mm_home), python=python, attributes=attributes)
+        problems, verified = problems + wrong, verified + same
+        result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
         if problems and ignored_settings == "stop":
             result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"

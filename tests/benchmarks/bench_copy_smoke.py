@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -131,6 +132,10 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
     copy_wall, smoke = copy_with_smoke(checkout, model_dir)
     figures["copy_plus_smoke_wall_s"] = round(copy_wall, 2)
     figures["smoke"] = smoke
+    cost = re.search(r"\(reference: ([\d.]+) s\)", " ".join(smoke.get("notes", [])))
+    if cost:  # the loss-equivalence reference (hooks.smoke.reference): its share of the copy's time
+        figures["reference_s"] = float(cost.group(1))
+        figures["reference_share_of_copy"] = round(float(cost.group(1)) / copy_wall, 3)
     if bare and not bare_first:
         figures["bare_trainer"] = bare_trainer_run(bare, model_dir, "bench", tmp / "bare_work")
     if mm_home and (checkout / ".copier-answers" / "bench.yml").is_file():

@@ -13,8 +13,13 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
   same tensors in the model folder's safetensors files: that the weights came from the files and
   not from a random init (``training.load`` pointing elsewhere, keys that did not match); and,
   with tied word embeddings, that the output head still shares the input embedding's weight;
-- after the first optimizer step (gradients still there, AdamW states created), what this rank
-  holds: ``hooks.model.memory.measure_rank``, compared with the memory plan's arithmetic.
+- at the first optimizer step, each parameter's gradient norm (before it) and, after it (gradients still
+  there, AdamW states created), what this rank holds: ``hooks.model.memory.measure_rank``, compared with
+  the memory plan's arithmetic;
+- the batches of the first ``RECORDED_STEPS`` steps as ``forward`` got them (``batch_rank<r>_step<s>.pt``)
+  and, from ``training_log``, those steps' loss, grad norm and learning rate unrounded (the log prints
+  the grad norm with 3 decimals): ``hooks.smoke.reference`` replays the batches through the model's own
+  class and compares.
 
 Each rank writes ``observe_rank<r>.json`` into the spec's ``out`` folder. It has to be
 ``sitecustomize`` for the same reason as the bridges: torchrun starts fresh interpreters. It chains
@@ -39,6 +44,7 @@ _ENGINE_MODULE = "mindspeed_mm.fsdp.train.train_engine"
 _LOGGERS = ("mindspeed_mm.fsdp.distributed", "mindspeed.fsdp.distributed")
 _SHOWN = re.compile(r"^\[(FSDP2|Expert Parallel)\]: Apply ")
 WEIGHTS_CHECKED = 4  # first, two middle and last parameter found in the files
+RECORDED_STEPS = 3  # batches kept for the loss-equivalence reference (hooks.smoke.reference)
 
 
 def _rank() -> int:
@@ -147,12 +153,33 @@ def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrappe
     return wrap
 
 
+def gradient_norms(model: Any) -> dict[str, float]:
+    """Each parameter's step-1 gradient norm (as clipped), whole and summed in float64.
+
+    A single total norm hides a wrong gradient in a few parameters (positions reach only the attention
+    projections); per parameter, ``hooks.smoke.reference`` compares each with the model's own. Sharded
+    gradients are gathered (every rank takes part, in the same order); the tiny smoke model makes that cheap.
+    """
+    norms = {}
+    for name, param in model.named_parameters():
+        grad = param.grad
+        if grad is None:
+            continue
+        whole = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
+        norms[name] = float(whole.detach().double().square().sum().sqrt())
+    return norms
+
+
 def _measure_after_first_step(engine: Any, out: Path) -> None:
     """Wrap this engine's ``optimizer.step`` once: after it, gradients are still there and states exist."""
     optimizer = engine.optimizer
     step = optimizer.step
 
     def measured_step(*args: Any, **kwargs: Any) -> Any:
+        try:
+            _write(out, {"step1_grads": gradient_norms(engine.model)})
+        except Exception as err:  # noqa: BLE001 - reported by hooks.smoke.reference as "could not evaluate"
+            _write(out, {"step1_grads": {"error": f"{type(err).__name__}: {err}"}})
         result = step(*args, **kwargs)
         optimizer.step = step
         try:
@@ -180,10 +207,56 @@ def _observe_memory(engine: Any, out: Path) -> None:
         _write(out, {"activations": {"error": f"{type(err).__name__}: {err}"}})
 
 
+def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper factory
+    """Keep the first steps' batches, after the trainer moved and cast them, before ``forward`` sees them."""
+
+    def wrap(get_batch: Any) -> Any:
+        def recorded_get_batch(self: Any, *args: Any, **kwargs: Any) -> Any:
+            batch = get_batch(self, *args, **kwargs)
+            count = getattr(self, "_msmm_batches", 0) + 1
+            self._msmm_batches = count
+            if count <= RECORDED_STEPS:
+                import torch
+
+                out = Path(json.loads(spec_path.read_text())["out"])
+                out.mkdir(parents=True, exist_ok=True)
+                kept = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+                torch.save(kept, out / f"batch_rank{_rank()}_step{count}.pt")
+            return batch
+
+        return recorded_get_batch
+
+    return wrap
+
+
+def _exact_figures(spec_path: Path):  # noqa: ANN202 - returns the training_log wrapper factory
+    """Each logged step's figures as the trainer computed them, before ``training_log`` rounds them."""
+
+    def wrap(training_log: Any) -> Any:
+        def recorded_training_log(self: Any, iteration: int, elapsed: Any, lr: Any, consumed: Any, loss_dict: Any,
+                                  grad_norm: Any, *args: Any, **kwargs: Any) -> Any:
+            if iteration <= RECORDED_STEPS:
+                out = Path(json.loads(spec_path.read_text())["out"])
+                steps = json.loads((out / f"observe_rank{_rank()}.json").read_text()).get("exact", []) \
+                    if (out / f"observe_rank{_rank()}.json").is_file() else []
+                steps.append({"step": int(iteration), "loss": float(loss_dict.get("loss", float("nan"))),
+                              "grad_norm": None if grad_norm is None else float(grad_norm), "lr": float(lr)})
+                _write(out, {"exact": steps})
+            return training_log(self, iteration, elapsed, lr, consumed, loss_dict, grad_norm, *args, **kwargs)
+
+        return recorded_training_log
+
+    return wrap
+
+
 def _patch(module: Any, spec_path: Path) -> None:
     engine = getattr(module, "TrainEngine", None)
     if engine is not None and hasattr(engine, "train_step") and not getattr(engine, "_msmm_patched", False):
         engine.train_step = _observing(spec_path)(engine.train_step)
+        if hasattr(engine, "get_batch"):
+            engine.get_batch = _recording(spec_path)(engine.get_batch)
+        if hasattr(engine, "training_log"):
+            engine.training_log = _exact_figures(spec_path)(engine.training_log)
         engine._msmm_patched = True
 
 
