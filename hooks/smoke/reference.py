@@ -339,11 +339,10 @@ def _plain(name: str) -> str:
     return name
 
 
-def trainer_figures(observed: Path, records: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float],
-                                                                            bool]:
+def trainer_figures(rank0: dict[str, Any], records: list[dict[str, Any]]) -> tuple[list[float], list[float],
+                                                                                list[float], bool]:
     """(losses, grad norms, learning rates, exact): rank 0's unrounded record of the first steps, else the log's."""
-    path = observed / "observe_rank0.json"
-    steps = json.loads(path.read_text()).get("exact") if path.is_file() else None
+    steps = rank0.get("exact")
     if steps:
         steps = sorted(steps, key=lambda r: r["step"])
         return ([r["loss"] for r in steps], [r["grad_norm"] for r in steps if r["grad_norm"] is not None],
@@ -401,11 +400,11 @@ def loss_equivalence(config: Path, model_dir: Path, observed: Path, records: lis
             error=f"the reference exited {done.returncode} without a result")
     except subprocess.TimeoutExpired:
         eq = Equivalence(error=f"the reference ran past {timeout_s:.0f} s")
-    losses, norms, lrs, exact = trainer_figures(observed, records)
+    path = observed / "observe_rank0.json"
+    rank0 = json.loads(path.read_text()) if path.is_file() else {}
+    losses, norms, lrs, exact = trainer_figures(rank0, records)
     problems, verified, unknown = compare(eq, losses, norms, lrs, exact=exact)
-    rank0 = observed / "observe_rank0.json"
-    grads = json.loads(rank0.read_text()).get("step1_grads") if rank0.is_file() else None
-    more = param_findings(eq, grads or {}, norms[0] if exact and norms else None)
+    more = param_findings(eq, rank0.get("step1_grads") or {}, norms[0] if exact and norms else None)
     problems, verified, unknown = problems + more[0], (verified + more[1]) if not more[0] else [], unknown + more[2]
     cost = f" (reference: {time.perf_counter() - start:.1f} s)"  # its price, once (the benchmark reads it)
     lines = verified or unknown
