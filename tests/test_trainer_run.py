@@ -415,6 +415,7 @@ dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 gathered = torch.zeros(1, 4)
 dist.all_gather_into_tensor(gathered, torch.arange(4.0))
 print(torch.accelerator.current_device_index(), counts.dtype, counts.tolist(), gathered.tolist())
+dist.destroy_process_group()  # else gloo's threads may abort the interpreter at exit
 """
 
 
