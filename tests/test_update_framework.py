@@ -123,6 +123,20 @@ def test_an_edit_overlapping_the_update_ends_non_zero_naming_the_file(mm_home: P
     assert "<<<<<<<" in config.read_text()
 
 
+@pytest.mark.tier2
+def test_a_plain_copier_update_after_a_framework_upgrade_names_hooks_update(mm_home: Path, tiny_models,
+                                                                           tmp_path: Path) -> None:
+    """copier replays the recorded framework facts: a plain update must not exit 0 as if all were current."""
+    dest = _migrated(_older("d0610012"), tmp_path, tiny_models)
+    plain = [sys.executable, "-m", "copier", "update", "--trust", "--defaults", "-a", ".copier-answers/first_vl.yml"]
+    done = subprocess.run(plain, cwd=dest, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]  # same framework: nothing to say
+    _upgrade(dest, mm_home)
+    done = subprocess.run(plain, cwd=dest, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode != 0
+    assert "python -m hooks.update" in done.stderr and "rendered for" in done.stderr, done.stderr[-2000:]
+
+
 def _released(tag: str, dest: Path) -> Path | None:
     """This repository's release ``tag`` as a template repo (None when the tag is not in this clone)."""
     ok = subprocess.run(["git", "-C", str(TEMPLATE_ROOT), "rev-parse", "--verify", "-q", f"{tag}^{{commit}}"],
