@@ -71,6 +71,7 @@ class SampleFormat:
     image_text: tuple[str, ...] = ()  # ``code``: what replaces an image mark: start, context token, end
     per_tile: int = 0  # ``code``: context tokens per tile
     tile_flags: tuple[str, ...] = ()  # ``code``: per-tile forward inputs (1 for a real tile, 0 for the stand-in)
+    image_file: bool = False  # ``code``: the image function opens a file itself (a model card's load_image)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,19 @@ class ModelCode:
     tokenizer: Any
     load_image: Any  # PIL image -> its tiles' pixel values, (tiles, 3, H, W)
     conversation: Any  # () -> a FastChat-style conversation (roles, system_message, append_message, get_prompt)
+
+
+def code_tiles(code: ModelCode, fmt: SampleFormat, image: Any) -> Any:
+    """An image's tiles from the model's own image function; one that opens a file itself is given the image
+    as PNG bytes (lossless: the same RGB pixels it would read from the record's file)."""
+    if not fmt.image_file:
+        return code.load_image(image)
+    import io
+
+    encoded = io.BytesIO()
+    image.save(encoded, format="PNG")
+    encoded.seek(0)
+    return code.load_image(encoded)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -233,7 +247,7 @@ def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]
     images go first in the first user turn, one mark and a newline each, as its ``chat()`` puts them)."""
     import torch
 
-    pixels = [code.load_image(image) for image in images]
+    pixels = [code_tiles(code, fmt, image) for image in images]
     start, context, end = fmt.image_text
     image_texts = [start + context * (fmt.per_tile * tiles.shape[0]) + end for tiles in pixels]
     if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
@@ -293,7 +307,7 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
     white = [Image.new("RGB", (64, 64), "white")]
     if fmt.kind == "code":  # tiles whose flags are 0 and no tokens: the model drops their features itself
         empty = torch.zeros(1, 0, dtype=torch.long)
-        tiles = processor.load_image(white[0])
+        tiles = code_tiles(processor, fmt, white[0])
         return {"input_ids": empty, "attention_mask": empty, "labels": empty, "pixel_values": tiles,
                 **{name: torch.zeros(tiles.shape[0], 1, dtype=torch.long) for name in fmt.tile_flags}}
     sample = (_chat_sample(processor, turns, white, fmt.string_roles) if fmt.kind == "chat" else

@@ -100,6 +100,19 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
                       "builds the model's inputs"}
 
 
+def unbuildable(facts: dict[str, Any]) -> str:
+    """Why branch c's dataset plugin could not build a training sample for this model ("" when it can).
+
+    Only a model without a processor class can be in this state: its plugin needs the model's own data
+    code (``hooks.data.model_code``), and when the probe found none (or could not run it), every branch
+    would render a data path that fails on the first sample.
+    """
+    proc = facts.get("processor") or {}
+    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") == "code":
+        return ""
+    return "; ".join(proc.get("problems") or []) or proc.get("error") or "the model has no processor class"
+
+
 def _not_this(candidate: Candidate, result: Verdict) -> str:
     """Why a candidate was passed over: its first difference, or that it could not be evaluated and why."""
     if result.verdict == "mismatch":
@@ -108,6 +121,8 @@ def _not_this(candidate: Candidate, result: Verdict) -> str:
 
 
 def _why_not_slots(facts: dict[str, Any]) -> str:
+    if unbuildable(facts):
+        return f"nothing in the model's release builds a training sample here: {unbuildable(facts)}"
     data_format = facts.get("processor", {}).get("data_format")
     if data_format is None:
         return facts.get("processor", {}).get("error") or "the model has no chat template"

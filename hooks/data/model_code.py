@@ -23,6 +23,7 @@ Running ``chat()`` needs the user's remote-code consent, which the probe has alr
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,23 @@ def code_modules(cls: type) -> list[ModuleType]:
     return sorted({id(m): m for m in found}.values(), key=lambda m: m.__name__)
 
 
+def own_modules(cls: type, model_dir: Path) -> list[ModuleType]:
+    """The class's code modules, then the model card's definitions of the image function when the code lacks it
+    (``hooks.data.model_card``: releases whose preprocessing is only in the README's quick-start)."""
+    from hooks.data import model_card
+
+    modules = code_modules(cls)
+    if find_function(modules, IMAGE_FUNCTION) is None and (card := model_card.load(model_dir, IMAGE_FUNCTION)):
+        modules.append(card)
+    return modules
+
+
+def opens_file(function: Any) -> bool:
+    """Whether the image function opens its first argument as a file (the card's ``load_image(image_file)``)."""
+    first = next(iter(inspect.signature(function).parameters), "")
+    return bool(first) and re.search(rf"Image\.open\(\s*{re.escape(first)}\b", inspect.getsource(function)) is not None
+
+
 def find_function(modules: list[ModuleType], name: str) -> Any | None:
     """The function ``name`` defined in one of ``modules`` (not merely imported there)."""
     for module in modules:
@@ -73,6 +91,8 @@ def find_function(modules: list[ModuleType], name: str) -> Any | None:
 
 def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -> ChatCall:
     """Run the model's own ``chat()`` up to the model call, on ``model`` (built without weights)."""
+    import torch
+
     calls: dict[str, Any] = {}
     conversations: list[tuple[str | None, Any]] = []
 
@@ -90,6 +110,8 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
 
     before = {k: v for k, v in vars(model).items() if not k.startswith("_")}
     model.forward = model.generate = record
+    cls = type(model)  # chat() moves its ids to model.device: the weightless build's meta would lose them
+    model.__class__ = type(cls.__name__, (cls,), {"device": property(lambda _self: torch.device("cpu"))})
     if original is not None:
         setattr(chat_module, CONVERSATION_FUNCTION, conversation)
     params = inspect.signature(model.chat).parameters
@@ -100,6 +122,7 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
         pass
     finally:
         del model.forward, model.generate
+        model.__class__ = cls
         if original is not None:
             setattr(chat_module, CONVERSATION_FUNCTION, original)
     if "input_ids" not in calls:
@@ -109,6 +132,14 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
     name, conv = conversations[-1] if conversations else (None, None)
     return ChatCall(input_ids=calls["input_ids"][0].tolist(), inputs=calls, attributes=attributes, template=name,
                     system_message=getattr(conv, "system_message", None))
+
+
+def selecting_flags(cls: type, call: ChatCall) -> list[str]:
+    """``forward`` inputs that select the real tiles' features (``vit_embeds[image_flags == 1]``) and that
+    ``chat()`` does not pass (its ``generate`` embeds the image itself): training needs them, 1 per real tile."""
+    source = inspect.getsource(cls.forward)
+    return [name for name in inspect.signature(cls.forward).parameters
+            if name not in call.inputs and re.search(rf"\[\s*{re.escape(name)}\s*==\s*1\s*\]", source)]
 
 
 def image_text(call: ChatCall, tokenizer: Any, tiles: int) -> tuple[list[str], int]:
@@ -130,26 +161,30 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) 
     from PIL import Image
     from transformers import AutoTokenizer
 
-    modules = code_modules(cls)
+    modules = own_modules(cls, model_dir)
     load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
     missing = [name for name, f in ((IMAGE_FUNCTION, load_image), (CONVERSATION_FUNCTION, get_conv)) if f is None]
     if missing or not callable(getattr(cls, "chat", None)):
         what = ", ".join([*missing, *([] if callable(getattr(cls, "chat", None)) else ["a chat() method"])])
-        return {"problems": [f"the model's code has no {what}: branch c's dataset plugin builds samples with the "
-                             "model's own image function and conversation; add them to the plugin by hand"]}
+        return {"problems": [f"neither the model's code nor its model card ({model_dir.name}/README.md code blocks) "
+                             f"defines {what}"]}
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     image = Image.new("RGB", (128, 64), "red")  # wider than tall: more than one tile where the model tiles
-    pixels = load_image(image)
+    image_file = opens_file(load_image)
+    from hooks.data.records import runtime
+
+    pixels = runtime().code_tiles(runtime().ModelCode(tokenizer, load_image, None),
+                                  runtime().SampleFormat(kind="code", image_file=image_file), image)
     call = capture_chat(model, tokenizer, pixels, "Describe it.")
     names, per_tile = image_text(call, tokenizer, pixels.shape[0])
-    flags = sorted(k for k, v in call.inputs.items() if k not in PASSED_THROUGH and hasattr(v, "shape")
-                   and v.shape[:1] == pixels.shape[:1] and bool((v == 1).all()))
+    flags = sorted({*(k for k, v in call.inputs.items() if k not in PASSED_THROUGH and hasattr(v, "shape")
+                      and v.shape[:1] == pixels.shape[:1] and bool((v == 1).all())), *selecting_flags(cls, call)})
     fmt = {"kind": "code", "image_text": names, "per_tile": per_tile, "tile_flags": flags,
            "image_function": f"{load_image.__module__.rpartition('.')[2]}.{IMAGE_FUNCTION}",
            "image_defaults": {k: p.default for k, p in list(inspect.signature(load_image).parameters.items())[1:]
                               if p.default is not inspect.Parameter.empty},
            "conversation": f"{get_conv.__module__.rpartition('.')[2]}.{CONVERSATION_FUNCTION}",
-           "template": call.template, "system_message": call.system_message}
+           "template": call.template, "system_message": call.system_message, "image_file": image_file}
     rebuilt = rebuild_prompt(fmt, tokenizer, load_image, get_conv, image, "Describe it.")
     problems = [] if rebuilt == call.input_ids else [
         f"the conversation and image text read off chat() do not rebuild its prompt (first difference at token "
@@ -173,7 +208,7 @@ def runtime_code(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_conv:
 
     return (data.ModelCode(tokenizer, load_image, conversation),
             data.SampleFormat(kind="code", image_text=tuple(fmt["image_text"]), per_tile=fmt["per_tile"],
-                              tile_flags=tuple(fmt["tile_flags"])))
+                              tile_flags=tuple(fmt["tile_flags"]), image_file=bool(fmt.get("image_file"))))
 
 
 def rebuild_prompt(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_conv: Any, image: Any,
@@ -220,7 +255,7 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     model, _, _ = build_structure(cls, config, model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
-    modules = code_modules(cls)
+    modules = own_modules(cls, model_dir)
     load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
     eot = end_of_turn(get_conv, spec["sample_format"])
     details, names, call = [], [], None
@@ -240,7 +275,8 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
         if len(images) != 1 or answer is None:
             details.append(f"{name}: built; not compared (the model's own chat() takes one image and one question)")
             continue
-        pixels = load_image(Image.open(images[0]).convert("RGB"))
+        file_image = spec["sample_format"].get("image_file")  # the card's recipe: load_image('./image1.jpg')
+        pixels = load_image(str(images[0]) if file_image else Image.open(images[0]).convert("RGB"))
         call = capture_chat(model, tokenizer, pixels, question)
         ids, labels = ours["input_ids"][0].tolist(), ours["labels"][0].tolist()
         prompt = call.input_ids

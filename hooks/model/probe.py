@@ -356,8 +356,10 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             raise err
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
-        if hasattr(proc, "tokenizer"):
-            from hooks.data.records import sample_format
+        from transformers import PreTrainedTokenizerBase
+
+        if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):  # QWenTokenizer has a
+            from hooks.data.records import sample_format  # .tokenizer too (its tiktoken encoding): not a processor
 
             facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
         else:  # AutoProcessor fell back to the tokenizer alone
@@ -461,7 +463,12 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
             from hooks.data.model_code import code_facts
 
-            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
+            try:
+                facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
+            except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
+                facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
+                                               f"{str(err)[:300]})"]
+                facts.processor["traceback"] = traceback.format_exc()[-3000:]
     del model
     # Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format.
     from hooks.data.candidates import recommend

@@ -370,8 +370,18 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
 
 
 def branch_error(data_branch: str, model_facts: object) -> str:
-    """Branch b writes a template from the slots read off the model's chat template: it needs one that reads."""
-    if str(data_branch) != "b" or not isinstance(model_facts, dict):
+    """Branch b writes a template from the slots read off the model's chat template: it needs one that reads.
+    Branch c without a processor class builds samples with the model's own data code: it needs that code."""
+    if not isinstance(model_facts, dict):
+        return ""
+    if str(data_branch) == "c":
+        from hooks.data.candidates import unbuildable
+
+        why = unbuildable(model_facts)
+        return (f"data_branch: no branch can build a training sample for this model ({why}); add the release's "
+                "model card (README.md, whose quick-start defines the image preprocessing) to the model folder, or "
+                "write the dataset plugin by hand (MindSpeed-MM's migration guide, branch C)") if why else ""
+    if str(data_branch) != "b":
         return ""
     chat = ((model_facts.get("processor") or {}).get("data_format") or {}).get("chat") or {}
     if chat and not chat.get("problems"):

@@ -70,6 +70,23 @@ def copy_remote_code(model_dir: Path, plugin_dir: Path, class_module: str) -> li
     return copied
 
 
+def write_card_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> list[Path]:
+    """``remote_code/model_card.py``: the model card's image function, when the dataset plugin uses it (the
+    release defines its preprocessing only in README.md; ``hooks.data.model_card`` takes the card's text)."""
+    from hooks.data import model_card
+
+    module, _, function = ((facts.processor or {}).get("sample_format") or {}).get("image_function", "").partition(".")
+    if module != model_card.MODULE:
+        return []
+    text = model_card.module_text(model_dir, function)
+    if text is None:
+        raise FileNotFoundError(f"model_path: {model_dir / model_card.CARD} no longer defines {function}; the probe "
+                                "read it there")
+    target = plugin_dir / REMOTE_CODE_DIR / f"{model_card.MODULE}.py"
+    target.write_text(text, encoding="utf-8")
+    return [target]
+
+
 def check_data(dest: Path, answers: dict) -> bool:
     """Data parity of the generated scaffold, printed and written into MIGRATION.md; False stops the copy.
 
@@ -122,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
         plugin_dir = dest / "mindspeed_mm" / "fsdp" / "models" / answers["model_id"]
         copied = copy_remote_code(model_dir, plugin_dir, facts.class_module)
+        copied += write_card_code(model_dir, plugin_dir, facts)
         print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
     if args.no_smoke or facts.plan["problems"]:

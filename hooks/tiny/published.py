@@ -66,6 +66,7 @@ class Release:
     requires: tuple[str, ...] = ()
     shims: tuple[Shim, ...] = ()
     dropped: dict[str, str] = field(default_factory=dict)  # hub file left out -> why
+    root: str = ""  # the hub folder's place inside the mirror repository ("" for a mirror of the folder itself)
 
 
 def _set(cfg: dict[str, Any], key: str, value: Any, notes: Notes, where: str = "") -> None:
@@ -153,7 +154,105 @@ INTERNVL2 = Release(
 )
 
 
-RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2)}
+# ---------------------------------------------------------------------------- InternVL2-1B (with its model card)
+
+
+def _internvl2_1b_sizes(cfg: dict[str, Any]) -> Notes:
+    """Qwen2 2 layers / hidden 64 / 4 heads, 2 KV; InternViT 2 blocks / hidden 32; vocab kept (151655).
+
+    ``llm_config._attn_implementation`` flash_attention_2 -> eager and the ViT's ``use_flash_attn`` -> false, as
+    for InternVL2-2B. Image size (448), patch (14), pixel shuffle (0.5) and the tiling limits stay: they fix
+    the 256 context tokens per tile that ``chat()`` writes.
+    """
+    notes: Notes = []
+    llm, vit = cfg["llm_config"], cfg["vision_config"]
+    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("_attn_implementation", "eager")):
+        _set(llm, key, value, notes, "llm_config.")
+    for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 2), ("use_flash_attn", False)):
+        _set(vit, key, value, notes, "vision_config.")
+    return notes
+
+
+INTERNVL2_1B = Release(
+    family="internvl2_1b",
+    hub_id="OpenGVLab/InternVL2-1B",
+    mirror="tothelast+simlingo_qcar2_integration",
+    commit="705506376a62e9de45fc2f44735a141c111878ca",
+    root="pretrained/InternVL2-1B",
+    files=("README.md", "added_tokens.json", "config.json", "configuration_intern_vit.py",
+           "configuration_internvl_chat.py", "conversation.py", "generation_config.json", "merges.txt",
+           "modeling_intern_vit.py", "modeling_internvl_chat.py", "preprocessor_config.json",
+           "special_tokens_map.json", "tokenizer_config.json", "vocab.json"),
+    sizes=_internvl2_1b_sizes,
+    requires=("einops", "timm"),
+    dropped={"examples/": "the card's sample images and video (partly Git LFS pointers in the mirror)"},
+)
+
+
+# ---------------------------------------------------------------------------- Phi-3-vision-128k-instruct
+
+
+def _phi3v_sizes(cfg: dict[str, Any]) -> Notes:
+    """Phi-3 LM 2 layers / hidden 128 / 4 heads of 32 (4 KV); vocab kept (32064); eager attention.
+
+    ``rope_scaling`` ("su") carries one factor per rotary frequency (head dim / 2 = 48 published);
+    ``Phi3VConfig`` checks that length, so both lists keep their first 16 entries (head dim 32).
+    ``_attn_implementation`` flash_attention_2 -> eager: flash-attn is not installed on CPU hosts.
+    ``img_processor`` (CLIP ViT-L/14-336, ``image_dim_out`` 1024, 144 tokens per crop) stays: the vision
+    tower's sizes are fixed in image_embedding_phi3_v.py (asserted 24x24 patches of 1024), not read from
+    config.json; only its depth is cut, by the shim below.
+    """
+    notes: Notes = []
+    for key, value in (("hidden_size", 128), ("intermediate_size", 256), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 4),
+                       ("_attn_implementation", "eager")):
+        _set(cfg, key, value, notes)
+    rope = cfg["rope_scaling"]
+    for key in ("long_factor", "short_factor"):
+        notes.append(f"rope_scaling.{key}: {len(rope[key])} entries -> first 16")
+        rope[key] = rope[key][:16]
+    return notes
+
+
+PHI3V = Release(
+    family="phi3_vision_128k",
+    hub_id="microsoft/Phi-3-vision-128k-instruct",
+    mirror="Aritra02091998+Phi-3-vision-128k-instruct-Improvised-for-QLORA-Training",
+    commit="16e16b08556652bc108b7c5d7e3ce94881148246",
+    files=("README.md", "config.json", "configuration_phi3_v.py", "image_embedding_phi3_v.py",
+           "image_processing_phi3_v.py", "modeling_phi3_v.py", "preprocessor_config.json", "processing_phi3_v.py",
+           "sample_inference.py", "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json"),
+    sizes=_phi3v_sizes,
+    shims=(Shim("image_embedding_phi3_v.py", "  num_hidden_layers=24,\n",
+                "  num_hidden_layers=2,  # msmm-migrate: tiny\n",
+                "size, not version: the CLIP ViT-L/14-336 tower's config is a constant in this file (config.json "
+                "only names it), so its 24 blocks -> 2 here; width 1024 and 336px/14 patches stay (asserted by "
+                "hd_feature_transform); hidden_states[-2] still exists"),
+           Shim("modeling_phi3_v.py", "past_key_values_length = past_key_values.get_usable_length(seq_length)",
+                "past_key_values_length = past_key_values.get_seq_length()  # msmm-migrate shim",
+                "Phi3VModel.forward: Cache.get_usable_length was removed (transformers 4.56); for the DynamicCache "
+                "built here it returned get_seq_length(), which is what is called now"),
+           Shim("modeling_phi3_v.py",
+                "                )\n            kv_seq_len += "
+                "past_key_value.get_usable_length(kv_seq_len, self.layer_idx)\n        cos, sin",
+                "                )\n            kv_seq_len += "
+                "past_key_value.get_seq_length(self.layer_idx)  # msmm-migrate shim\n        cos, sin",
+                "Phi3Attention (eager, the tiny config's attention): the same removed get_usable_length, replaced by "
+                "get_seq_length(layer_idx); the flash-attn and SDPA classes keep it (not used: no flash-attn here, "
+                "_supports_sdpa is False)"),),
+    dropped={"model.safetensors.index.json": "index of the published weights",
+             "CODE_OF_CONDUCT.md": "repository boilerplate", "LICENSE": "repository boilerplate",
+             "SECURITY.md": "repository boilerplate", "SUPPORT.md": "repository boilerplate",
+             "**Important Note Local Repo**.txt": "the mirror owner's note (not a hub file): their flash-attn "
+                                                  "dtype casts in modeling_phi3_v.py / image_embedding_phi3_v.py "
+                                                  "(flash-attn paths only; eager, used here, is as published)",
+             "fetch-model.py": "the mirror owner's download script (not a hub file)"},
+)
+
+
+RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V)}
 
 
 # ---------------------------------------------------------------------------- mirror access
@@ -203,7 +302,7 @@ def _copy_files(release: Release, git_dir: Path, out: Path) -> None:
     for path in release.files:
         target = out / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(read_file(git_dir, release.commit, path))
+        target.write_bytes(read_file(git_dir, release.commit, f"{release.root}/{path}" if release.root else path))
 
 
 def _apply_shims(release: Release, out: Path) -> Notes:
