@@ -134,14 +134,8 @@ COPIES = {
     "internvl2_2b": ("stop", "neither the model's code nor its model card"),
     # images written into the text as <img>path</img> and opened by forward; no load_image, no conversation module
     "qwen_vl_chat": ("stop", "neither the model's code nor its model card"),
-}
-
-
-# Renders and then fails: what is still wrong (issue 21), until the copy passes or stops before rendering.
-KNOWN_FAILING = {
-    "phi3_vision_128k": "the probe calls Phi3VProcessor with a list of texts (it takes one string) and reads the "
-                        "TypeError as 'no template reproduces'; the chat template is on the tokenizer only; the "
-                        "smoke's shrink leaves rope_scaling's per-frequency lists at the published head size",
+    # its processor takes one string, not a list (the probe's call raises): could not evaluate, never evidence
+    "phi3_vision_128k": ("stop", "could not evaluate the model's processor"),
 }
 
 
@@ -158,8 +152,6 @@ def test_copy_with_defaults(built, family: str, mm_home: Path, tmp_path: Path) -
     dest = mm_checkout(mm_home, tmp_path)
     before = _status(dest)
     done = copy(dest, skip_tasks=False, model_id=family, model_path=folder, trust_remote_code=True)
-    if family not in COPIES:
-        pytest.xfail(KNOWN_FAILING[family])
     outcome, words = COPIES[family]
     print(f"\n{family}:\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
     if outcome == "pass":

@@ -261,6 +261,17 @@ def test_clamp_feature_layer() -> None:
     assert clamp_feature_layer([3, 26, -1], 2) == [2, 2, -1]
 
 
+def test_per_frequency_rope_factors_follow_head_dim() -> None:
+    """Phi-3's LongRoPE lists hold one factor per rotary frequency and its config checks their length."""
+    factors = [1.0 + i / 100 for i in range(48)]
+    data = {"model_type": "phi3_v", "vocab_size": 32064, "hidden_size": 3072, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "intermediate_size": 8192,
+            "rope_scaling": {"type": "su", "short_factor": factors, "long_factor": factors[::-1]}}
+    rope = shrink_config_dict(data, Dims())["rope_scaling"]
+    assert len(rope["short_factor"]) == len(rope["long_factor"]) == 8  # head_dim 64 / 4 heads = 16, / 2
+    assert rope["short_factor"] == [factors[i * 6] for i in range(8)] and rope["type"] == "su"
+
+
 def test_generic_walk_on_other_families() -> None:
     """Config dicts of other layouts: nested llm_config, dense-first MoE, sliding patterns."""
     data = {

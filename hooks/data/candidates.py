@@ -68,7 +68,8 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
         options = candidates(facts, "")
         if not options:
             return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-                    "reason": _why_not_slots(facts) + "; a dataset plugin builds the model's inputs"}
+                    "reason": _why_not_slots(facts) + ("" if unbuildable(facts) else
+                                                       "; a dataset plugin builds the model's inputs")}
         best = options[0]
         return {"branch": best.branch, "template": best.template, "collator_id": best.collator_id,
                 "reason": f"{best.label()} fits model_type {model_type} (not checked: no MindSpeed-MM checkout to "
@@ -96,8 +97,9 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
                           "model's own processor is the path left; it is checked against that processor before the "
                           "smoke"}
     return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-            "reason": f"no template reproduces the model's own data ({_why_not_slots(facts)}): a dataset plugin "
-                      "builds the model's inputs"}
+            "reason": (f"{_why_not_slots(facts)}: no branch can build a sample" if unbuildable(facts) else
+                       f"no template reproduces the model's own data ({_why_not_slots(facts)}): a dataset plugin "
+                       "builds the model's inputs")}
 
 
 def unbuildable(facts: dict[str, Any]) -> str:
@@ -108,6 +110,8 @@ def unbuildable(facts: dict[str, Any]) -> str:
     would render a data path that fails on the first sample.
     """
     proc = facts.get("processor") or {}
+    if proc.get("unevaluated"):  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
+        return f"could not evaluate the model's processor on one image and a text ({proc.get('error', '')[:300]})"
     if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") == "code":
         return ""
     return "; ".join(proc.get("problems") or []) or proc.get("error") or "the model has no processor class"

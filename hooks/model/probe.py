@@ -368,7 +368,9 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
                               "image preprocessing and the chat format live in the model's own code")
             return facts
         image = Image.new("RGB", (64, 64), "red")
+        facts["unevaluated"] = True  # until the processor has made one image + text sample
         out = proc(text=[_one_image_prompt(proc)], images=[image], return_tensors="pt")
+        del facts["unevaluated"]
         facts["output_keys"] = sorted(out.keys())
         from hooks.data.media import data_format
 

@@ -267,6 +267,21 @@ def _shrink_attention(d: dict[str, Any], hidden: int, heads: int, kv_target: int
         if isinstance(rope, dict) and rope.get("mrope_section") and old_hd:
             old = list(rope["mrope_section"])
             rope["mrope_section"] = scale_sections(old, round(sum(old) * new_hd / old_hd))
+        if isinstance(rope, dict) and old_hd:
+            rotary = float(d.get("partial_rotary_factor") or 1.0)
+            _shrink_frequency_lists(rope, int(old_hd * rotary) // 2, int(new_hd * rotary) // 2)
+
+
+def _shrink_frequency_lists(rope: dict[str, Any], old: int, new: int) -> None:
+    """One factor per rotary frequency (LongRoPE/``su`` ``short_factor``/``long_factor``, head_dim / 2 long, and
+    validated against it): every (old/new)-th factor, so the profile from high to low frequency is kept."""
+    for key, value in rope.items():
+        if isinstance(value, list) and len(value) == old and new < old and all(_is_number(v) for v in value):
+            rope[key] = [value[i * old // new] for i in range(new)]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _shrink_moe(d: dict[str, Any], dims: Dims) -> None:
