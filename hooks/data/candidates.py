@@ -105,9 +105,9 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
 def unbuildable(facts: dict[str, Any]) -> str:
     """Why branch c's dataset plugin could not build a training sample for this model ("" when it can).
 
-    Only a model without a processor class can be in this state: its plugin needs the model's own data
-    code (``hooks.data.model_code``), and when the probe found none (or could not run it), every branch
-    would render a data path that fails on the first sample.
+    Two states: a processor whose one-image call raised (how it makes a sample is unknown), and a model
+    without a processor class whose own data code (``hooks.data.model_code``) the probe found nowhere or
+    could not run. Either way every branch would render a data path that fails on the first sample.
     """
     proc = facts.get("processor") or {}
     if proc.get("unevaluated"):  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
@@ -125,8 +125,8 @@ def _not_this(candidate: Candidate, result: Verdict) -> str:
 
 
 def _why_not_slots(facts: dict[str, Any]) -> str:
-    if unbuildable(facts):
-        return f"nothing in the model's release builds a training sample here: {unbuildable(facts)}"
+    if why := unbuildable(facts):
+        return f"nothing in the model's release builds a training sample here: {why}"
     data_format = facts.get("processor", {}).get("data_format")
     if data_format is None:
         return facts.get("processor", {}).get("error") or "the model has no chat template"

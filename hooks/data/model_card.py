@@ -33,7 +33,7 @@ def code_blocks(card_text: str) -> list[str]:
 
 def _defined(node: ast.stmt) -> list[str]:
     """Top-level names a definition statement binds (none for script lines)."""
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    if isinstance(node, _DEFS):
         return [node.name]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
@@ -61,7 +61,7 @@ def definitions(card_text: str, name: str) -> str | None:
         for node in tree.body:
             for bound in _defined(node):
                 where.setdefault(bound, node)
-        if not isinstance(where.get(name), (ast.FunctionDef, ast.ClassDef)):
+        if not isinstance(where.get(name), _DEFS):
             continue
         keep, todo = set(), [name]
         while todo:

@@ -173,8 +173,9 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) 
     image_file = opens_file(load_image)
     from hooks.data.records import runtime
 
-    pixels = runtime().code_tiles(runtime().ModelCode(tokenizer, load_image, None),
-                                  runtime().SampleFormat(kind="code", image_file=image_file), image)
+    data = runtime()
+    pixels = data.code_tiles(data.ModelCode(tokenizer, load_image, None), data.SampleFormat(kind="code",
+                                                                                        image_file=image_file), image)
     call = capture_chat(model, tokenizer, pixels, "Describe it.")
     names, per_tile = image_text(call, tokenizer, pixels.shape[0])
     flags = sorted({*(k for k, v in call.inputs.items() if k not in PASSED_THROUGH and hasattr(v, "shape")

@@ -121,21 +121,27 @@ QWEN_VL = Release(
 # ---------------------------------------------------------------------------- InternVL2-2B
 
 
-def _internvl2_sizes(cfg: dict[str, Any]) -> Notes:
-    """InternLM2 2 layers / hidden 64 / 4 heads, 2 KV; InternViT 2 blocks / hidden 32; vocab kept (92553).
+def _internvl_chat_sizes(attention_key: str) -> Callable[[dict[str, Any]], Notes]:
+    """InternVL-Chat releases: LM 2 layers / hidden 64 / 4 heads, 2 KV; InternViT 2 blocks / hidden 32; vocab kept.
 
-    ``attn_implementation`` flash_attention_2 -> eager and the ViT's ``use_flash_attn`` -> false: flash-attn
-    is not installed on CPU hosts (a size-independent setting a user without flash-attn changes too).
+    The LM's attention (``attention_key``: InternLM2's ``attn_implementation``, Qwen2's ``_attn_implementation``)
+    flash_attention_2 -> eager and the ViT's ``use_flash_attn`` -> false: flash-attn is not installed on CPU hosts
+    (a size-independent setting a user without flash-attn changes too). Image size (448), patch (14), pixel
+    shuffle (0.5) and the tiling limits stay: they fix the 256 context tokens per tile that ``chat()`` writes.
     """
-    notes: Notes = []
-    llm, vit = cfg["llm_config"], cfg["vision_config"]
-    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
-                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("attn_implementation", "eager")):
-        _set(llm, key, value, notes, "llm_config.")
-    for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
-                       ("num_attention_heads", 2), ("use_flash_attn", False)):
-        _set(vit, key, value, notes, "vision_config.")
-    return notes
+
+    def sizes(cfg: dict[str, Any]) -> Notes:
+        notes: Notes = []
+        llm, vit = cfg["llm_config"], cfg["vision_config"]
+        for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                           ("num_attention_heads", 4), ("num_key_value_heads", 2), (attention_key, "eager")):
+            _set(llm, key, value, notes, "llm_config.")
+        for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
+                           ("num_attention_heads", 2), ("use_flash_attn", False)):
+            _set(vit, key, value, notes, "vision_config.")
+        return notes
+
+    return sizes
 
 
 INTERNVL2 = Release(
@@ -147,7 +153,7 @@ INTERNVL2 = Release(
            "configuration_internvl_chat.py", "conversation.py", "generation_config.json", "modeling_intern_vit.py",
            "modeling_internlm2.py", "modeling_internvl_chat.py", "special_tokens_map.json",
            "tokenization_internlm2.py", "tokenization_internlm2_fast.py", "tokenizer.model", "tokenizer_config.json"),
-    sizes=_internvl2_sizes,
+    sizes=_internvl_chat_sizes("attn_implementation"),  # InternLM2
     requires=("sentencepiece", "einops"),
     dropped={"README.md": "not in this mirror (a fine-tune's folder): the card's build_transform/"
                           "dynamic_preprocess recipe is missing, as for a user who copied only the code"},
@@ -155,24 +161,6 @@ INTERNVL2 = Release(
 
 
 # ---------------------------------------------------------------------------- InternVL2-1B (with its model card)
-
-
-def _internvl2_1b_sizes(cfg: dict[str, Any]) -> Notes:
-    """Qwen2 2 layers / hidden 64 / 4 heads, 2 KV; InternViT 2 blocks / hidden 32; vocab kept (151655).
-
-    ``llm_config._attn_implementation`` flash_attention_2 -> eager and the ViT's ``use_flash_attn`` -> false, as
-    for InternVL2-2B. Image size (448), patch (14), pixel shuffle (0.5) and the tiling limits stay: they fix
-    the 256 context tokens per tile that ``chat()`` writes.
-    """
-    notes: Notes = []
-    llm, vit = cfg["llm_config"], cfg["vision_config"]
-    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
-                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("_attn_implementation", "eager")):
-        _set(llm, key, value, notes, "llm_config.")
-    for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
-                       ("num_attention_heads", 2), ("use_flash_attn", False)):
-        _set(vit, key, value, notes, "vision_config.")
-    return notes
 
 
 INTERNVL2_1B = Release(
@@ -185,7 +173,7 @@ INTERNVL2_1B = Release(
            "configuration_internvl_chat.py", "conversation.py", "generation_config.json", "merges.txt",
            "modeling_intern_vit.py", "modeling_internvl_chat.py", "preprocessor_config.json",
            "special_tokens_map.json", "tokenizer_config.json", "vocab.json"),
-    sizes=_internvl2_1b_sizes,
+    sizes=_internvl_chat_sizes("_attn_implementation"),  # Qwen2
     requires=("einops", "timm"),
     dropped={"examples/": "the card's sample images and video (partly Git LFS pointers in the mirror)"},
 )
