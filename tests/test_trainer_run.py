@@ -408,13 +408,15 @@ torch.accelerator.manual_seed_all(1)
 torch.cpu.empty_cache()
 import torch.distributed.fsdp as fsdp
 print(get_dist_comm_backend(), get_dist_comm_backend(cpu=True), fsdp.fully_shard is fully_shard,
-      getattr(dist.init_process_group, "_msmm_bridged", False))
+      getattr(dist.init_process_group, "_msmm_bridged", False), getattr(dist.reduce_scatter_tensor, "_msmm_bridged", 0))
 import mindspeed_mm.fsdp.distributed.expert_parallel.ep_dispatcher  # the EP bridges
 counts = torch.histc(torch.tensor([0, 1, 1, 3]), bins=4, min=0, max=4)
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
 gathered = torch.zeros(1, 4)
 dist.all_gather_into_tensor(gathered, torch.arange(4.0))
-print(torch.accelerator.current_device_index(), counts.dtype, counts.tolist(), gathered.tolist())
+averaged = torch.zeros(2)
+dist.reduce_scatter_tensor(averaged, torch.tensor([2.0, 4.0]), op=dist.ReduceOp.AVG)
+print(torch.accelerator.current_device_index(), counts.dtype, counts.tolist(), gathered.tolist(), averaged.tolist())
 dist.destroy_process_group()  # else gloo's threads may abort the interpreter at exit
 """
 
@@ -456,8 +458,8 @@ def test_cpu_bridges_patch_framework_modules_after_import(tmp_path: Path) -> Non
     done = _probe(root, bridges=True)
     assert done.returncode == 0, done.stderr
     bridged, ep = done.stdout.splitlines()
-    assert bridged.split() == ["gloo", "gloo", "True", "True"]
-    assert ep == "cpu torch.int64 [1, 2, 0, 1] [[0.0, 1.0, 2.0, 3.0]]"  # EP: integer histc, (world, n) gather
+    assert bridged.split() == ["gloo", "gloo", "True", "True", "True"]  # reduce_scatter AVG: torch 2.7.1's gloo sums
+    assert ep == "cpu torch.int64 [1, 2, 0, 1] [[0.0, 1.0, 2.0, 3.0]] [2.0, 4.0]"  # EP: histc, (world, n) gather
 
 
 def test_cpu_bridges_are_off_without_the_flag(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ Bridges (numbered as in the project's CPU-trainer notes):
 6. ``torch.cpu.empty_cache`` no-op.
 7. Expert parallel on gloo, once the EP dispatcher is imported: ``torch.histc`` counts integer tensors
    on CPU, and ``all_gather_into_tensor`` gathers into a multi-dimensional output.
+8. ``reduce_scatter_tensor`` averages on gloo when asked to (torch 2.7.1's gloo sums for ``ReduceOp.AVG``).
 (5, a bug in the in-repo Qwen3-VL-MoE experts, is not bridged: upstream classes do not hit it.)
 """
 
@@ -222,6 +223,30 @@ def _bridge_cpu_empty_cache() -> None:
         torch.cpu.empty_cache = _noop
 
 
+def _bridge_gloo_reduce_scatter_avg() -> None:
+    """Average in ``reduce_scatter_tensor`` on gloo, as NCCL and HCCL do.
+
+    FSDP2 reduces fp32 and bf16 gradients with ``ReduceOp.AVG``. Gloo in torch 2.7.1 (the users' torch,
+    where MindSpeed-MM's own fully_shard patch runs) accepts that op and sums: every gradient came out
+    world-size times the accelerator's, which the loss-equivalence check reads as another objective.
+    Summing and dividing by the group's size is what the accelerators compute (torch 2.13's gloo agrees).
+    """
+    import torch.distributed as dist
+
+    def bridged(original: Callable[..., Any]) -> Callable[..., Any]:
+        def reduce_scatter_tensor(output: Any, input: Any, op: Any = dist.ReduceOp.SUM,  # noqa: A002 - torch's name
+                                  group: Any = None, async_op: bool = False) -> Any:
+            if op == dist.ReduceOp.AVG and not async_op and dist.get_backend(group) == "gloo":
+                work = original(output, input, op=dist.ReduceOp.SUM, group=group, async_op=False)
+                output.div_(dist.get_world_size(group))
+                return work
+            return original(output, input, op=op, group=group, async_op=async_op)
+
+        return reduce_scatter_tensor
+
+    _replace_once(dist, "reduce_scatter_tensor", bridged)
+
+
 def _patch_device_module(device_mod: types.ModuleType) -> None:
     """Apply the CPU device bridges once ``mindspeed_mm.fsdp.utils.device`` has executed."""
     if device_mod.IS_CUDA_AVAILABLE or device_mod.IS_NPU_AVAILABLE:
@@ -230,6 +255,7 @@ def _patch_device_module(device_mod: types.ModuleType) -> None:
     _bridge_accelerator_proxy(device_mod)
     _bridge_init_process_group()
     _bridge_cpu_empty_cache()
+    _bridge_gloo_reduce_scatter_avg()
 
 
 # --- bridge 7: expert parallel on gloo ------------------------------------------------------------
