@@ -8,7 +8,10 @@ conversation) and lets the model's processor build every sample, in one of four 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
   template's end of turn) are trained. Token positions come from the processor itself: the
   rendered text before an answer, and through its end of turn, are run through the processor with
-  the images they hold, and their lengths bound the answer (checked against the whole sample's ids);
+  the images they hold, and their lengths bound the answer (checked against the whole sample's ids).
+  The template may live on the tokenizer only, and a template that reads string content gets the
+  processor's own image mark written into the text (Phi-3-vision: ``<|image_1|>``, numbered, and
+  one string per processor call, as its model card's recipe does);
 - ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
 - ``prompt``: the processor builds the prompt (its own query when the record has none, as
   GOT-OCR2 does; the image where its image token stands, or placed by the processor itself, as
@@ -72,6 +75,9 @@ class SampleFormat:
     per_tile: int = 0  # ``code``: context tokens per tile
     tile_flags: tuple[str, ...] = ()  # ``code``: per-tile forward inputs (1 for a real tile, 0 for the stand-in)
     image_file: bool = False  # ``code``: the image function opens a file itself (a model card's load_image)
+    template_on: str = ""  # ``chat``: "tokenizer" when the chat template lives on the tokenizer only
+    image_mark: str = ""  # ``chat``: the processor's own image text in string content, ``{n}`` its number from 1
+    one_text: bool = False  # the processor takes one string per call, not a batch list (Phi-3-vision)
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
                  cutoff: int) -> dict[str, Any]:
     """One sample: ``input_ids``, ``attention_mask``, ``labels`` and the processor's media outputs."""
     if fmt.kind == "chat":
-        sample = _chat_sample(processor, turns, images, fmt.string_roles)
+        sample = _chat_sample(processor, turns, images, fmt)
     elif fmt.kind == "suffix":
         sample = _suffix_sample(processor, turns, images)
     elif fmt.kind == "code":
@@ -133,10 +139,9 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
     return sample
 
 
-def _messages(turns: list[tuple[str, str]], images_left: list[int], string_roles: tuple[str, ...] = ()
-              ) -> list[dict[str, Any]]:
-    """Chat-template messages: ``<image>`` marks (or, without any, the first user turn) carry the images;
-    a text-only turn of a role the template reads as a string (GLM-4.1V's assistant) is a string."""
+def _messages(turns: list[tuple[str, str]], images_left: list[int]) -> list[dict[str, Any]]:
+    """Chat-template messages with typed items: ``<image>`` marks (or, without any, the first user turn)
+    carry the images."""
     marked = any(IMAGE_PLACEHOLDER in text for _, text in turns)
     messages = []
     for role, text in turns:
@@ -151,38 +156,73 @@ def _messages(turns: list[tuple[str, str]], images_left: list[int], string_roles
                 images_left[0] -= 1
             if piece:
                 items.append({"type": "text", "text": piece})
-        text_only = all(item["type"] == "text" for item in items)
-        content = "".join(item["text"] for item in items) if role in string_roles and text_only else items
-        messages.append({"role": role, "content": content})
+        messages.append({"role": role, "content": items})
     return messages
 
 
-def _call(processor: Any, text: str, images: list[Any]) -> Any:
+def as_template_reads(messages: list[dict[str, Any]], string_roles: tuple[str, ...] | list[str] = (),
+                      image_mark: str = "") -> list[dict[str, Any]]:
+    """Typed messages in the form the chat template reads: a text-only turn of a role it reads as a string
+    (GLM-4.1V's assistant) as a string; with ``image_mark`` every content a string, each image written as the
+    processor's own mark (numbered from 1 in order), followed by the newline the model card writes after it
+    (``<|image_1|>\\n``) unless whitespace follows anyway."""
+    numbered, out = 0, []
+    for message in messages:
+        items = message["content"]
+        if image_mark:
+            parts = []
+            for index, item in enumerate(items):
+                if item["type"] == "image":
+                    numbered += 1
+                    follows = items[index + 1] if index + 1 < len(items) else {"type": "text", "text": ""}
+                    spaced = follows["type"] == "text" and follows["text"][:1].isspace()
+                    parts.append(image_mark.format(n=numbered) + ("" if spaced else "\n"))
+                else:
+                    parts.append(item["text"])
+            out.append({"role": message["role"], "content": "".join(parts)})
+            continue
+        text_only = all(item["type"] == "text" for item in items)
+        content = "".join(item["text"] for item in items) if message["role"] in string_roles and text_only else items
+        out.append({"role": message["role"], "content": content})
+    return out
+
+
+def template_owner(processor: Any, fmt: SampleFormat) -> Any:
+    """What renders the chat template: the processor, or its tokenizer when only that one has it."""
+    return processor.tokenizer if fmt.template_on == "tokenizer" else processor
+
+
+def call(processor: Any, text: str, images: list[Any], one_text: bool = False) -> Any:
+    """The processor on one rendered text and its images: as a batch of one (no added special tokens when the
+    text starts with the BOS), or, for a processor that takes one string, as its model card calls it."""
+    if one_text:
+        return processor(text, images or None, return_tensors="pt")
     bos = getattr(processor.tokenizer, "bos_token", None)
     return processor(text=[text], images=[images] if images else None, return_tensors="pt",
                      add_special_tokens=not (bos and text.startswith(bos)))
 
 
-def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any],
-                 string_roles: tuple[str, ...] = ()) -> dict[str, Any]:
+def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any], fmt: SampleFormat
+                 ) -> dict[str, Any]:
     """The processor's sample for the chat template's rendering; each answer (from where its text starts,
     so a block the template writes before past answers, GLM-4.5V's ``<think></think>``, stays untrained)
     through the template's end of turn is trained."""
-    messages = _messages(turns, [len(images)], string_roles)
-    out = _call(processor, processor.apply_chat_template(messages, tokenize=False), images)
+    typed = _messages(turns, [len(images)])
+    messages = as_template_reads(typed, fmt.string_roles, fmt.image_mark)
+    owner = template_owner(processor, fmt)
+    out = call(processor, owner.apply_chat_template(messages, tokenize=False), images, fmt.one_text)
     ids = out["input_ids"][0]
     labels = ids.new_full(ids.shape, IGNORE)
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        held = sum(isinstance(m["content"], list) and item["type"] == "image"
-                   for m in messages[:index] for item in m["content"])
-        through = processor.apply_chat_template(messages[:index + 1], tokenize=False)
+        held = sum(item["type"] == "image" for m in typed[:index] for item in m["content"])
+        through = owner.apply_chat_template(messages[:index + 1], tokenize=False)
         answer = turns[index][1].strip()
         at = through.rfind(answer) if answer else -1
         prompt = (through[:at] if at >= 0 else
-                  processor.apply_chat_template(messages[:index], tokenize=False, add_generation_prompt=True))
-        start, end = (_boundary(ids, _call(processor, text, images[:held])["input_ids"][0], index)
+                  owner.apply_chat_template(messages[:index], tokenize=False, add_generation_prompt=True))
+        start, end = (_boundary(ids, call(processor, text, images[:held], fmt.one_text)["input_ids"][0], index)
                       for text in (prompt, through))
         labels[start:end] = ids[start:end]
     return {**dict(out.items()), "labels": labels.unsqueeze(0)}
@@ -310,7 +350,7 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
         tiles = code_tiles(processor, fmt, white[0])
         return {"input_ids": empty, "attention_mask": empty, "labels": empty, "pixel_values": tiles,
                 **{name: torch.zeros(tiles.shape[0], 1, dtype=torch.long) for name in fmt.tile_flags}}
-    sample = (_chat_sample(processor, turns, white, fmt.string_roles) if fmt.kind == "chat" else
+    sample = (_chat_sample(processor, turns, white, fmt) if fmt.kind == "chat" else
               _suffix_sample(processor, turns, white) if fmt.kind == "suffix" else
               _prompt_sample(processor, fmt, turns, white))
     sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])

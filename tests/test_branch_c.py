@@ -140,3 +140,52 @@ def test_media_a_forward_never_reads_are_found() -> None:
     assert unused_media_params(transformers.Emu3ForConditionalGeneration) == ["pixel_values", "image_sizes"]
     assert unused_media_params(transformers.Qwen2_5_VLForConditionalGeneration) == []
     assert unused_media_params(transformers.PaliGemmaForConditionalGeneration) == []
+
+
+def test_string_content_templates_get_the_processors_own_numbered_marks() -> None:
+    """Phi-3-vision's template reads string content: each image becomes the processor's mark, numbered from 1
+    over the conversation, with the newline its model card writes after it (not doubled)."""
+    data = runtime()
+    typed = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]},
+             {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
+             {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "\nAnd this?"},
+                                          {"type": "image"}]}]
+    read = data.as_template_reads(typed, (), "<|image_{n}|>")
+    assert [m["content"] for m in read] == ["<|image_1|>\nWhat is it?", "A cat.",
+                                            "<|image_2|>\nAnd this?<|image_3|>\n"]
+    # without a mark: typed items stay, a text-only turn of a string role becomes a string (GLM-4.1V)
+    assert data.as_template_reads(typed, ("assistant",))[1]["content"] == "A cat."
+    assert data.as_template_reads(typed, ())[0]["content"] == typed[0]["content"]
+
+
+class MarkedProcessorDouble:
+    """A test double (attributes only) shaped like Phi3VProcessor: a numbered list of image marks beside other
+    strings; no processor call is made on it."""
+
+    img_tokens = [f"<|image_{n}|>" for n in range(1, 6)]
+    special_image_token = "<|image|>"
+    chat_template = None
+    name = "processor"
+
+
+def test_image_marks_are_read_off_the_processors_attributes() -> None:
+    from hooks.data.records import image_marks
+
+    assert image_marks(MarkedProcessorDouble()) == ["<|image_{n}|>", "<|image|>"]
+
+
+def test_cutoff_holds_two_images_where_one_image_is_long() -> None:
+    from hooks.model.memory import CUTOFF_LEN, sample_cutoff
+
+    assert sample_cutoff({"processor": {"one_image_tokens": 300}}) == CUTOFF_LEN == 2048
+    assert sample_cutoff({"processor": {"one_image_tokens": 2533}}) == 8192  # Phi-3-vision: 17 HD crops
+    assert sample_cutoff({}) == sample_cutoff(None) == CUTOFF_LEN
+
+
+def test_closing_tokens_are_the_special_tokens_after_an_answer() -> None:
+    from hooks.data.chat_format import closing_tokens
+
+    assert closing_tokens("<|end|>\n", ["<|end|>", "<|endoftext|>"]) == ["<|end|>"]
+    assert closing_tokens("<|END_RESPONSE|><|END_OF_TURN_TOKEN|>", ["<|END_OF_TURN_TOKEN|>", "<|END_RESPONSE|>"]) \
+        == ["<|END_RESPONSE|>", "<|END_OF_TURN_TOKEN|>"]
+    assert closing_tokens("\n", ["<|end|>"]) == []

@@ -119,6 +119,32 @@ def test_probe_concludes(built, family: str) -> None:
     assert facts["remote_code"] is True
 
 
+def test_phi3_sample_format_is_read_off_its_processor(built) -> None:
+    """Phi-3-vision's release: template on the tokenizer only, string content with the processor's numbered
+    ``img_tokens`` marks, one string per processor call (its card's recipe), ``<|end|>`` closing an answer;
+    a two-image, two-turn sample trains exactly the answers and their end of turn."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from hooks.data.records import runtime, sample_format
+
+    processor = AutoProcessor.from_pretrained(built("phi3_vision_128k"), trust_remote_code=True)
+    form = sample_format(processor)
+    assert form == {"kind": "chat", "end_of_turn": "<|end|>", "template_on": "tokenizer",
+                    "image_mark": "<|image_{n}|>", "one_text": True}
+    data = runtime()
+    images = [Image.new("RGB", (64, 48), "red"), Image.new("RGB", (48, 64), "blue")]
+    turns = [("user", "<image>What color?"), ("assistant", "Red."), ("user", "<image>And this?"),
+             ("assistant", "Blue.")]
+    sample = data.build_sample(processor, data.SampleFormat(**form), turns, images, 1 << 20)
+    ids, labels = sample["input_ids"][0], sample["labels"][0]
+    assert int((ids < 0).sum()) > 0 and not bool((labels[ids < 0] != -100).any())  # image positions untrained
+    assert processor.tokenizer.decode(ids[labels != -100]).replace(" ", "") == "Red.<|end|>\nBlue.<|end|>\n"
+
+
 def summary(facts: dict) -> dict:
     """The probe's conclusions a reviewer reads first (the keys differ little between families)."""
     keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "recommended_branch", "branch_reason",
@@ -134,8 +160,9 @@ COPIES = {
     "internvl2_2b": ("stop", "neither the model's code nor its model card"),
     # images written into the text as <img>path</img> and opened by forward; no load_image, no conversation module
     "qwen_vl_chat": ("stop", "neither the model's code nor its model card"),
-    # its processor takes one string, not a list (the probe's call raises): could not evaluate, never evidence
-    "phi3_vision_128k": ("stop", "could not evaluate the model's processor"),
+    # the tokenizer's chat template, string content with the processor's numbered <|image_n|> marks, one string per
+    # processor call: the model card's recipe is the parity reference
+    "phi3_vision_128k": ("pass", "data parity: MATCH (the dataset plugin (the model's processor and chat template))"),
 }
 
 

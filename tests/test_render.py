@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hooks.render.files import md_code
 from tests.copier_run import commit_all, copier, copy, git_init, snapshot
 
 GENERATED = {
@@ -53,6 +56,47 @@ def test_yaml_carries_probe_plan(rendered: Path) -> None:
     # a tiny model: the memory plan builds it with from_pretrained on every rank, nothing through training.load
     assert cfg["training"]["init_model_with_meta_device"] is False and "load" not in cfg["training"]
     assert cfg["parallel"]["fully_shard_parallel_size"] == "auto" and cfg["training"]["micro_batch_size"] == 1
+    _model_path_written_once(rendered / "examples/qwen2_5_vl/qwen2_5_vl_config.yaml", cfg)
+
+
+def _model_path_written_once(path: Path, cfg: dict) -> None:
+    """One anchor holds the model folder; every key that names it resolves to that one path."""
+    model_path = cfg["model"]["model_name_or_path"]
+    assert cfg["data"]["dataset_param"]["preprocess_parameters"]["model_name_or_path"] == model_path
+    assert cfg["training"].get("load", model_path) == model_path
+    assert path.read_text().count(model_path) == 1
+
+
+def _cells(row: str) -> list[str]:
+    """A Markdown table row's cells (``\\|`` stays inside its cell, as GFM reads it)."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row.strip())[1:-1]]
+
+
+def _report_is_readable(report: str) -> None:
+    """No JSON escapes, every table row as wide as its header, no placeholder rows."""
+    assert "\\u00" not in report
+    width = None
+    for line in report.splitlines():
+        if not line.startswith("|"):
+            width = None
+            continue
+        cells = _cells(line)
+        width = width or len(cells)
+        assert len(cells) == width, line
+        assert cells[-1] not in ("-", ""), line
+
+
+def test_report_is_readable(rendered: Path) -> None:
+    _report_is_readable((rendered / "examples/qwen2_5_vl/MIGRATION.md").read_text())
+
+
+@pytest.mark.parametrize("value", ["<|im_start|>user\n{{content}}<|im_end|>\n", "", "a`b``c", "`x", "<start_of_turn>"])
+def test_md_code_round_trips(value: str) -> None:
+    """A table cell's code span reads back as the string (GFM: ``\\|`` is ``|``, the fence the longest run + 1)."""
+    span = md_code(value, cell=True)
+    assert len(_cells(f"| {span} |")) == 1 and "\n" not in span
+    fence = re.match("`+", span).group()
+    assert ast.literal_eval(span[len(fence):-len(fence)].strip().replace("\\|", "|")) == value
 
 
 def test_answers_freeze_model_facts(rendered: Path) -> None:
@@ -88,6 +132,23 @@ def test_other_branches_render(tiny_models, tmp_path: Path, branch: str) -> None
     assert "mindspeed_mm/fsdp/models/tiny_vl/modeling_tiny_vl.py" in files
     if branch == "c":
         assert "mindspeed_mm/fsdp/data/datasets/tiny_vl/dataset_tiny_vl.py" in files
+    config = dest / "examples/tiny_vl/tiny_vl_config.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    _model_path_written_once(config, cfg)
+    dataset = cfg["data"]["dataset_param"]
+    if branch == "c":  # only what the dataset plugin and the trainer read: no huggingface-path keys
+        assert dataset["dataset_type"] == "tiny_vl" and "data_fields" in dataset
+        assert "attr" not in dataset and "template" not in dataset["basic_parameters"]
+        assert "collate_param" not in cfg["data"]["dataloader_param"]  # the plugin's collate_fn batches
+        assert "huggingface" not in config.read_text()
+    report = (dest / "examples/tiny_vl/MIGRATION.md").read_text()
+    _report_is_readable(report)
+    if branch == "b":  # the chat-template table shows each slot as a literal that reads back as the slot
+        answers = yaml.safe_load((dest / ".copier-answers/tiny_vl.yml").read_text())
+        chat = answers["model_facts"]["processor"]["data_format"]["chat"]
+        row = next(line for line in report.splitlines() if line.startswith("| end of turn |"))
+        span = _cells(row)[1]
+        assert "<" in span and ast.literal_eval(span.strip("`").replace("\\|", "|")) == chat["end_of_turn"]
     ruff = ruff_check(dest / "mindspeed_mm")
     assert ruff.returncode == 0, ruff.stdout
 

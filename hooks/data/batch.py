@@ -301,6 +301,10 @@ def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, an
     if any(m != 1 for m in mask[:length]) or any(mask[length:]):
         return "mismatch", [f"{name}: attention_mask is not 1 over the sample and 0 over the padding"]
     findings = []
+    # Phi-3-vision's processor writes each image's positions as negative ids (minus the image's number), which
+    # no tokenizer decodes: read as the unknown token, they stay one untrained placeholder token each.
+    placeholder = tokenizer.unk_token_id if tokenizer.unk_token_id is not None else 0
+    ids = own_ids = [t if t >= 0 else placeholder for t in own_ids]
     trained = own_trained(tokenizer, own_ids, answers, end_of_turn)
     for i, (token, label, want) in enumerate(zip(ids, labels, trained, strict=True)):
         if want and label != token:
@@ -450,7 +454,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
             names.append(name)
             ours = batches[index][1]
             try:
-                own = own_inputs(processor, [own_conversation(index, work)], spec.get("string_roles", []))
+                own = own_inputs(processor, [own_conversation(index, work)], spec.get("string_roles", []),
+                                 spec.get("sample_format"))
             except Exception as err:  # noqa: BLE001 - the model's own processor cannot take this sample either
                 if isinstance(ours, Exception):
                     findings.append(f"{name}: not compared: the model's own processor fails on it too "

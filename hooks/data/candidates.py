@@ -128,6 +128,13 @@ def _why_not_slots(facts: dict[str, Any]) -> str:
     if why := unbuildable(facts):
         return f"nothing in the model's release builds a training sample here: {why}"
     data_format = facts.get("processor", {}).get("data_format")
+    form = facts.get("processor", {}).get("sample_format") or {}
+    if data_format is None and form.get("template_on") or form.get("image_mark"):  # Phi-3-vision
+        where = ("the tokenizer's chat template (the processor has none)" if form.get("template_on")
+                 else "the chat template")
+        mark = (f", images written into string content as the processor's {form['image_mark'].format(n=1)!r} marks"
+                if form.get("image_mark") else "")
+        return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
     if data_format is None:
         return facts.get("processor", {}).get("error") or "the model has no chat template"
     return "; ".join(data_format["chat"].get("problems") or []) or "its chat format is not slots"

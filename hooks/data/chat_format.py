@@ -284,17 +284,21 @@ def _system(fmt: ChatFormat, one: str, with_system: str, bos_token: str | None) 
     fmt.system_pre = before[len(fmt.prefix):]
 
 
+def closing_tokens(post: str, special_tokens: list[str]) -> list[str]:
+    """The special tokens ``post`` (the text a template writes after an answer) starts with, in order."""
+    closing: list[str] = []
+    ordered = sorted((t for t in special_tokens if t), key=len, reverse=True)
+    while token := next((t for t in ordered if post.startswith("".join(closing) + t)), None):
+        closing.append(token)
+    return closing
+
+
 def _end_of_turn(fmt: ChatFormat, special_tokens: list[str]) -> None:
     """The special tokens right after an answer (Cohere's ``<|END_RESPONSE|><|END_OF_TURN_TOKEN|>``)."""
-    post, closing = fmt.assistant_post, ""
-    ordered = sorted((t for t in special_tokens if t), key=len, reverse=True)
-    while True:
-        token = next((t for t in ordered if post.startswith(closing + t)), None)
-        if token is None:
-            break
-        fmt.stop_word = fmt.stop_word or token
-        closing += token
-    fmt.end_of_turn = closing
+    post = fmt.assistant_post
+    tokens = closing_tokens(post, special_tokens)
+    fmt.stop_word = fmt.stop_word or (tokens[0] if tokens else "")
+    closing = fmt.end_of_turn = "".join(tokens)
     if not closing:
         fmt.notes.append(f"the chat template writes no special token after an answer ({post!r}): the model is not "
                          "trained to stop; generation must stop on the next turn's header or a length limit")

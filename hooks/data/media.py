@@ -127,27 +127,41 @@ def bos_from_tokenizer(processor: Any) -> bool:
     return bool(bos is not None and ids and ids[0] == bos and not text.startswith(tokenizer.bos_token or "\0"))
 
 
-def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string_roles: list[str]) -> Any:
+def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string_roles: list[str],
+               form: dict[str, Any] | None = None) -> Any:
     """The model's own inputs for ``conversations`` (media inline as ``{"type": "image", "image": PIL}``).
 
     What ``apply_chat_template(tokenize=True)`` does (render, then the processor; no added special
     tokens when the text starts with the BOS), done in two steps so that roles whose content the
     template reads as a string (GLM-4.1V) get a string while the processor still sees every image.
+    ``form`` (branch c's sample format): a chat template on the tokenizer only, and an image mark the
+    processor expands, are used as the model card's recipe uses them (Phi-3-vision: each image written
+    ``<|image_n|>`` and a newline, the tokenizer's template, then ``processor(prompt, images)``).
     """
+    form = form or {}
+    owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
+    mark = form.get("image_mark", "")
     texts, images, videos = [], [], []  # videos: runtime ``Clip``s (frames and their rate)
     for conversation in conversations:
         rendered, sample_images, sample_videos = [], [], []
         for message in conversation:
             items = message["content"]
+            text_only = message["role"] in string_roles and all(i["type"] == "text" for i in items)
+            if mark:
+                content = "".join(mark.format(n=len(sample_images) + sum(j["type"] == "image" for j in items[:k]) + 1)
+                                  + "\n" if i["type"] == "image" else i["text"] for k, i in enumerate(items))
+            elif text_only:
+                content = "".join(i["text"] for i in items)
+            else:
+                content = [{"type": i["type"], **({"text": i["text"]} if i["type"] == "text" else {})} for i in items]
             sample_images += [i["image"] for i in items if i["type"] == "image"]
             sample_videos += [i["video"] for i in items if i["type"] == "video"]
-            text_only = message["role"] in string_roles and all(i["type"] == "text" for i in items)
-            rendered.append({"role": message["role"], "content": "".join(i["text"] for i in items) if text_only
-                             else [{"type": i["type"], **({"text": i["text"]} if i["type"] == "text" else {})}
-                                   for i in items]})
-        texts.append(processor.apply_chat_template(rendered, tokenize=False))
+            rendered.append({"role": message["role"], "content": content})
+        texts.append(owner.apply_chat_template(rendered, tokenize=False))
         images.append(sample_images)
         videos.append(sample_videos)
+    if form.get("one_text"):  # the processor takes one string and the images, as its model card calls it
+        return processor(texts[0], images[0] or None, return_tensors="pt")
     bos = processor.tokenizer.bos_token
     kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True,
                               "add_special_tokens": not (bos and texts[0].startswith(bos))}

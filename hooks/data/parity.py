@@ -86,9 +86,12 @@ class ParityResult:
 def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
     """What the batch check needs to know of the model (from the frozen facts)."""
     chat = (facts.get("processor", {}).get("data_format") or {}).get("chat") or {}
+    form = facts.get("processor", {}).get("sample_format") or {}
     return {"forward_keys": facts["forward_params"], "forward_kwargs": facts["forward_accepts_kwargs"],
-            # An answer is closed by the end-of-turn tokens, or by the template's own closing text without them.
-            "end_of_turn": chat.get("end_of_turn") or chat.get("assistant_post", "").strip(),
+            # An answer is closed by the end-of-turn tokens, or by the template's own closing text without them
+            # (a template that reads string content only: the end of turn the sample format read off it).
+            "end_of_turn": chat.get("end_of_turn") or chat.get("assistant_post", "").strip()
+            or form.get("end_of_turn", ""), "sample_format": form,
             "string_roles": chat.get("string_roles", []), "trust_remote_code": trust_remote_code,
             "video": bool(((facts.get("processor", {}).get("data_format") or {}).get("media") or {}).get("video_item"))}
 

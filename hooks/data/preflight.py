@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hooks.model.memory import CUTOFF_LEN
+
 CHECKED_RECORDS = 64  # media of the first records are checked; the smoke trains on the first few
 MEDIA_KEYS = ("images", "videos")
 
@@ -187,7 +189,6 @@ def decode_error(path: Path) -> str:
 
 # --- sample lengths (run in the training interpreter: it needs the model's processor) -----------------
 
-CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len (partials/config.yaml.jinja)
 LENGTH_RECORDS = 8
 
 

@@ -4,10 +4,11 @@ The runtime (``partials/processor_dataset.py``) is copied beside the generated d
 module is its copy-time side:
 
 - ``sample_format``: which convention the processor builds a training sample in, read off the
-  processor (a chat template: ``chat``; a ``suffix`` argument, PaliGemma: ``suffix``; else the
-  processor's own prompt: ``prompt``, with its own query from the image alone for GOT-OCR2, or the
-  record's prompt after the image the processor places, Fuyu and Kosmos-2) rather than a table of
-  model types;
+  processor (a chat template, the processor's or only its tokenizer's: ``chat``, with the processor's
+  own image mark in string content when the template takes no typed image items; a ``suffix``
+  argument, PaliGemma: ``suffix``; else the processor's own prompt: ``prompt``, with its own query
+  from the image alone for GOT-OCR2, or the record's prompt after the image the processor places,
+  Fuyu and Kosmos-2) rather than a table of model types;
 - ``parse_fields``: the ``data_fields`` answer checked, so that a wrong key fails at the question
   that set it, naming the field and the fix, before anything is written;
 - ``fields_error``: whether the user's first record has the mapped keys.
@@ -40,15 +41,114 @@ def runtime() -> ModuleType:
     return sys.modules[name]
 
 
-def sample_format(processor: Any) -> dict[str, str]:
+def sample_format(processor: Any) -> dict[str, Any]:
     """How ``processor`` makes a training sample: ``chat``, ``suffix`` or ``prompt`` (with its end of turn)."""
-    if getattr(processor, "chat_template", None):
-        return {"kind": "chat", "end_of_turn": ""}
+    own_token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None)
+    if getattr(processor, "chat_template", None) or (getattr(processor.tokenizer, "chat_template", None)
+                                                      and not own_token):
+        # A template on the tokenizer only (Phi-3-vision) is the prompt format where the processor has no image
+        # token to write a prompt with; Chameleon's has one (its tokenizer's template writes no end of turn).
+        form = _chat_call(processor, {} if getattr(processor, "chat_template", None) else {"template_on": "tokenizer"})
+        return {"kind": "chat", "end_of_turn": _chat_end_of_turn(processor, form) if form else "", **form}
     call = type(processor).__call__
     if "suffix" in inspect.signature(call).parameters or "suffix" in inspect.getsource(call):
         return {"kind": "suffix", "end_of_turn": ""}  # PaliGemma: the processor labels the answer itself
     end = getattr(processor, "message_end_token", None) or processor.tokenizer.eos_token or ""
     return {"kind": "prompt", "end_of_turn": end, "own_query": _writes_own_query(processor)}
+
+
+def _chat_call(processor: Any, fmt: dict[str, Any]) -> dict[str, Any]:
+    """How the chat template and the processor take an image: typed ``{"type": "image"}`` items and a batch of
+    one, as transformers' processors do; else the processor's own image mark written into string content, in a
+    batch of one or one string per call (Phi-3-vision's model card: ``<|image_1|>`` in the prompt,
+    ``processor(prompt, [image])``). A form that raises is not evidence, only one that expands the image is;
+    with none, the typed form stays and the probe's one-image call reports why it fails."""
+    if _expands(processor, fmt, typed=True):
+        return fmt
+    for mark in image_marks(processor):
+        for one_text in (False, True):
+            trial = {**fmt, "image_mark": mark, **({"one_text": True} if one_text else {})}
+            if _expands(processor, trial):
+                return trial
+    return fmt
+
+
+def _chat_end_of_turn(processor: Any, fmt: dict[str, Any]) -> str:
+    """The special tokens the template writes right after an answer (Phi-3's ``<|end|>``), for a template the
+    chat-format derivation cannot read (typed items only): the data parity's reference trains them too."""
+    from hooks.data.chat_format import closing_tokens
+
+    rt = runtime()
+    form = rt.SampleFormat(kind="chat", **fmt)
+    typed = [{"role": role, "content": [{"type": "text", "text": text}]} for role, text in
+             (("user", "Hi"), ("assistant", "OK"))]
+    try:
+        text = rt.template_owner(processor, form).apply_chat_template(
+            rt.as_template_reads(typed, (), form.image_mark), tokenize=False)
+    except Exception:  # noqa: BLE001 - could not evaluate: no end of turn is claimed
+        return ""
+    tokenizer = processor.tokenizer
+    return "".join(closing_tokens(text[text.rfind("OK") + 2:], [*tokenizer.all_special_tokens,
+                                                                *tokenizer.get_added_vocab()]))
+
+
+def one_image_call(processor: Any, fmt: dict[str, Any]) -> Any:
+    """The processor's output for one 64x64 image and a short user turn, called as the data path calls it."""
+    from PIL import Image
+
+    rt = runtime()
+    form = rt.SampleFormat(**fmt)
+    image = Image.new("RGB", (64, 64), "red")
+    if form.kind == "chat":
+        typed = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe it."}]}]
+        text = rt.template_owner(processor, form).apply_chat_template(
+            rt.as_template_reads(typed, (), form.image_mark), add_generation_prompt=True, tokenize=False)
+    else:
+        token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None) or ""
+        text = f"{token} Describe it."
+    return rt.call(processor, text, [image], form.one_text)
+
+
+def _expands(processor: Any, fmt: dict[str, Any], typed: bool = False) -> bool:
+    """Whether the one-image call works in ``fmt``; with a written mark, also whether the image became more
+    tokens than the text alone has (a mark the processor does not know stays text)."""
+    try:
+        ids = one_image_call(processor, {"kind": "chat", **fmt})["input_ids"]
+    except Exception:  # noqa: BLE001 - could not evaluate this form: another may work
+        return False
+    if typed:
+        return True
+    mark = fmt["image_mark"].format(n=1)
+    return ids.shape[-1] > len(processor.tokenizer(mark + "\nDescribe it.", add_special_tokens=True)["input_ids"]) + 8
+
+
+def image_marks(processor: Any) -> list[str]:
+    """Texts the processor may expand into an image's tokens, read off its own attributes: a string that looks
+    like a special mark naming an image (``<|image|>``, ``<image>``), and a numbered list of them (Phi-3-vision's
+    ``img_tokens``: ``<|image_{n}|>``, ``{n}`` counting from 1)."""
+    names = sorted({*vars(processor), *(n for c in type(processor).__mro__ for n in vars(c))})
+    marks: list[str] = []
+    for name in (n for n in names if not n.startswith("_")):
+        try:
+            value = getattr(processor, name)
+        except Exception:  # noqa: BLE001 - a property that needs more state: not a mark
+            continue
+        if isinstance(value, str) and _looks_like_mark(value):
+            marks.append(value.replace("{", "{{").replace("}", "}}"))
+        elif isinstance(value, (list, tuple)) and len(value) > 1 and all(isinstance(v, str) for v in value[:2]):
+            marks += [p for p in _numbered(value[0], value[1]) if _looks_like_mark(value[0])]
+    return list(dict.fromkeys(marks))
+
+
+def _looks_like_mark(text: str) -> bool:
+    return len(text) < 40 and text[:1] in "<[" and ("image" in text.lower() or "img" in text.lower())
+
+
+def _numbered(first: str, second: str) -> list[str]:
+    """``first`` as a pattern with ``{n}`` where its 1 becomes the 2 of ``second``."""
+    escaped = first.replace("{", "{{").replace("}", "}}")
+    return [p for i, ch in enumerate(escaped) if ch == "1"
+            for p in [escaped[:i] + "{n}" + escaped[i + 1:]] if p.format(n=1) == first and p.format(n=2) == second]
 
 
 def _writes_own_query(processor: Any) -> bool:

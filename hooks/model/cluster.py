@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from hooks.model.memory import ModelShapes, plan_memory, shapes_of
+from hooks.model.memory import CUTOFF_LEN, ModelShapes, plan_memory, shapes_of
 
 
 def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelShapes:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device-memory-gb", type=float, default=64)
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--host-memory-gb", type=float, default=1024)
-    parser.add_argument("--cutoff-len", type=int, default=2048)
+    parser.add_argument("--cutoff-len", type=int, default=CUTOFF_LEN)
     parser.add_argument("--micro-batch-size", type=int, default=1)
     parser.add_argument("--trust-remote-code", action="store_true")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")

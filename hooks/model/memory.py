@@ -84,6 +84,8 @@ from typing import Any
 from hooks.model.matching import module_name_match
 from hooks.model.plan import ModuleTable, Plan, unit_owners
 
+CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len, at least (partials/config.yaml.jinja)
+
 GIB = 1 << 30
 FP32, BF16 = 4, 2
 ADAM_STATES = 2  # exp_avg, exp_avg_sq
@@ -805,7 +807,8 @@ class MemoryPlan:
              f"{gib(b.device_total(mb))} of {gib(self.usable_bytes)} usable "
              f"({USABLE_DEVICE_SHARE:.0%} of {self.device_memory_gb:g} GiB)"),
             ("largest micro_batch_size that fits", str(self.max_micro_batch)),
-            ("host memory for offloaded states per node", gib(b.host_per_node) if self.settings.cpu_offload else "-"),
+            *([("host memory for offloaded states per node", gib(b.host_per_node))] if self.settings.cpu_offload
+              else []),
             ("loading", f"{self.loading}: {self.loading_reason}"),
         ]
         lines = ["| item | value |", "|---|---|"]
@@ -849,7 +852,7 @@ def _search(model: ModelShapes, nodes: range, devices_per_node: int, cutoff_len:
 
 
 def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_gb: float = 64, nodes: int = 1,
-                host_memory_gb: float = 1024, cutoff_len: int = 2048, micro_batch_size: int = 1) -> MemoryPlan:
+                host_memory_gb: float = 1024, cutoff_len: int = CUTOFF_LEN, micro_batch_size: int = 1) -> MemoryPlan:
     """Choose settings and compute per-device bytes; see the module docstring for every rule."""
     usable = int(device_memory_gb * GIB * USABLE_DEVICE_SHARE)
     host_usable = int(host_memory_gb * GIB * USABLE_HOST_SHARE)
@@ -968,6 +971,18 @@ def shapes_of(model: Any, table: ModuleTable, plan: Plan, config: Any, name: str
 SUMMARY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_micro_batch", "settings", "nodes",
                 "devices_per_node", "device_memory_gb", "markdown")
 DEFAULT_CLUSTER = {"devices_per_node": 8, "device_memory_gb": 64.0, "nodes": 1}  # copier.yml's defaults
+
+
+def sample_cutoff(facts: Any) -> int:
+    """The sample length the YAML's ``cutoff_len`` and this plan's activations assume: 2048, or, where one
+    small image alone takes over a quarter of that (Phi-3-vision's HD transform makes 17 crops, ~2.5k tokens,
+    of any image), the next power of two that holds two such images and 512 tokens of text: a cutoff that
+    cuts every image sample would train nothing."""
+    processor = (facts.get("processor") or {}) if isinstance(facts, dict) else {}
+    one_image = int(processor.get("one_image_tokens") or 0)
+    if one_image * 4 <= CUTOFF_LEN:
+        return CUTOFF_LEN
+    return 1 << (2 * one_image + 512 - 1).bit_length()
 
 
 def summary(plan: MemoryPlan) -> dict[str, Any]:

@@ -321,15 +321,6 @@ def sub_configs(config: Any) -> dict[str, str]:
     return found
 
 
-def _one_image_prompt(proc: Any) -> str:
-    """A user turn with one image, written the way the model's own chat template writes it."""
-    if getattr(proc, "chat_template", None):
-        messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Describe it."}]}]
-        return proc.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    token = getattr(proc, "boi_token", None) or getattr(proc, "image_token", None) or ""
-    return f"{token} Describe it."
-
-
 def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
                     custom: bool = False) -> dict[str, Any]:
     """Processor class, the keys it emits for one image + text, and the chat/media format read off it.
@@ -341,7 +332,6 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
         from hooks.compat import ensure_torchvision
 
         ensure_torchvision()
-        from PIL import Image
         from transformers import AutoProcessor
 
         try:
@@ -358,8 +348,9 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
         from transformers import PreTrainedTokenizerBase
 
-        if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):  # QWenTokenizer has a
-            from hooks.data.records import sample_format  # .tokenizer too (its tiktoken encoding): not a processor
+        # QWenTokenizer has a .tokenizer too (its tiktoken encoding): it is not a processor
+        if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):
+            from hooks.data.records import one_image_call, sample_format
 
             facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
         else:  # AutoProcessor fell back to the tokenizer alone
@@ -367,11 +358,11 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
                               "image preprocessing and the chat format live in the model's own code")
             return facts
-        image = Image.new("RGB", (64, 64), "red")
         facts["unevaluated"] = True  # until the processor has made one image + text sample
-        out = proc(text=[_one_image_prompt(proc)], images=[image], return_tensors="pt")
+        out = one_image_call(proc, facts["sample_format"])
         del facts["unevaluated"]
         facts["output_keys"] = sorted(out.keys())
+        facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len
         from hooks.data.media import data_format
 
         facts["data_format"] = data_format(proc, forward_params or [])
@@ -423,7 +414,6 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         own_code = bool(getattr(published_config, "auto_map", None)) or custom
         build = {"how": how, "failures": failures,
                  "attention_set_by_model": attention_set_by_model(model) if own_code else {}}
-        memory = _default_memory_plan(model, table, plan, config, model_dir, how) if with_memory else {}
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(published_config).model_type  # an instance may proxy its text sub-config's attributes
@@ -451,7 +441,6 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         attention=attention,
         build=build if how != META or build["attention_set_by_model"] else {},
         unused_media=unused_media_params(cls),
-        memory_default=memory,
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
     if with_processor:
@@ -471,6 +460,10 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
                 facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                                f"{str(err)[:300]})"]
                 facts.processor["traceback"] = traceback.format_exc()[-3000:]
+    if with_memory:  # after the processor facts: one image's length sizes the samples (memory.sample_cutoff)
+        with _gc_paused():
+            facts.memory_default = _default_memory_plan(model, table, plan, config, model_dir, how,
+                                                        {"processor": facts.processor})
     del model
     # Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format.
     from hooks.data.candidates import recommend
@@ -484,14 +477,15 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
 
 
 def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
-                         how: str) -> dict[str, Any]:
+                         how: str, facts: dict[str, Any]) -> dict[str, Any]:
     """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.cluster`` itself)."""
     from hooks.model import memory
 
     try:
         notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
         shapes = memory.shapes_of(model, table, plan, config, model_dir.name, notes)
-        return memory.summary(memory.plan_memory(shapes, **memory.DEFAULT_CLUSTER))
+        return memory.summary(memory.plan_memory(shapes, **memory.DEFAULT_CLUSTER,
+                                                   cutoff_len=memory.sample_cutoff(facts)))
     except Exception:  # noqa: BLE001 - the plan is an extra here; the copy computes it again on its own
         return {}
 

@@ -769,6 +769,23 @@ def _count_params(model: Any) -> tuple[int, int]:
     return total, vocab_params
 
 
+def _save(model: Any, folder: Path) -> None:
+    """``save_pretrained``; for a model that holds one module under two names without declaring it tied
+    (Phi-3-vision's ``embed_tokens``, kept again as ``vision_embed_tokens.wte``), which transformers refuses to
+    write as safetensors, the config and the weights with each shared tensor once (``save_model``)."""
+    try:
+        model.save_pretrained(folder, safe_serialization=True)
+    except RuntimeError as err:
+        if "shared tensors" not in str(err):
+            raise
+        from safetensors.torch import save_model
+
+        for item in folder.glob("*.safetensors*"):
+            item.unlink()
+        model.config.save_pretrained(folder)
+        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+
 def _shrink(src: Path, dest: Path, trust_remote_code: bool, layers: int, seed: int) -> ShrinkReport:
     """Do the work of ``shrink_model_dir`` and report sizes and time."""
     from hooks.compat import ensure_torchvision
@@ -785,7 +802,7 @@ def _shrink(src: Path, dest: Path, trust_remote_code: bool, layers: int, seed: i
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
+        _save(model, tmp)
         keep_model_type(src, tmp)
         copy_non_weight_files(src, tmp)
         marker = {"source": str(src.resolve()), "layers": layers, "seed": seed, "version": SHRINK_VERSION,

@@ -221,11 +221,12 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
 
 @functools.cache
 def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
-                device_memory_gb: float, nodes: int) -> str:
-    """The memory plan for the answered cluster (``python -m hooks.model.cluster --json`` in the training
-    interpreter, the model built on the meta device), frozen into the answers file; "{}" when it cannot run
+                device_memory_gb: float, nodes: int, cutoff_len: int = 0) -> str:
+    """The memory plan for the answered cluster and samples of ``cutoff_len`` tokens (``python -m
+    hooks.model.cluster --json`` in the training interpreter, the model built on the meta device), frozen
+    into the answers file; "{}" when it cannot run
     (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
-    from hooks.model.memory import DEFAULT_CLUSTER, SUMMARY_KEYS
+    from hooks.model.memory import CUTOFF_LEN, DEFAULT_CLUSTER, SUMMARY_KEYS
 
     cluster = {"devices_per_node": int(devices_per_node), "device_memory_gb": float(device_memory_gb),
                "nodes": int(nodes)}
@@ -236,7 +237,8 @@ def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_p
     if not (folder / "config.json").is_file():
         return "{}"
     cmd = [str(python), "-m", "hooks.model.cluster", str(folder), "--json", "--devices-per-node", str(devices_per_node),
-           "--device-memory-gb", str(device_memory_gb), "--nodes", str(nodes)]
+           "--device-memory-gb", str(device_memory_gb), "--nodes", str(nodes),
+           "--cutoff-len", str(int(cutoff_len) or CUTOFF_LEN)]
     try:
         done = subprocess.run([*cmd, *(["--trust-remote-code"] if trust_remote_code else [])], capture_output=True,
                               text=True, env=env_with_hooks(), check=False, preexec_fn=die_with_parent,
@@ -313,17 +315,23 @@ _LENGTHS: dict[tuple[str, ...], str] = {}
 
 
 def _length_error(data_json: str, media_root: str, data_fields: str, model_path: str, python: str,
-                  trust_remote_code: bool) -> str:
-    """The first records' lengths with the model's processor, in the training interpreter (cached per answers)."""
+                  trust_remote_code: bool, model_facts: object = None) -> str:
+    """The first records' lengths with the model's processor against the YAML's cutoff_len, in the training
+    interpreter (cached per answers)."""
     if not str(data_json or "").strip() or not model_path:
         return ""
-    key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code))
+    from hooks.model.memory import sample_cutoff
+
+    cutoff = sample_cutoff(model_facts)
+    key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code),
+           cutoff)
     if key not in _LENGTHS:
         cmd = [os.path.expanduser(str(python)), "-m", "hooks.data.preflight",
                str(Path(os.path.expanduser(str(model_path))).resolve()),
                str(Path(os.path.expanduser(str(data_json))).resolve()), "--fields", str(data_fields or "")]
         cmd += ["--media-root", os.path.expanduser(str(media_root))] if str(media_root or "").strip() else []
         cmd += ["--trust-remote-code"] if trust_remote_code else []
+        cmd += ["--cutoff", str(cutoff)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
                                   preexec_fn=die_with_parent, timeout=PROBE_TIMEOUT_S)
@@ -335,7 +343,7 @@ def _length_error(data_json: str, media_root: str, data_fields: str, model_path:
 
 
 def fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",
-                 trust_remote_code: bool = False) -> str:
+                 trust_remote_code: bool = False, model_facts: object = None) -> str:
     """Branch c's field mapping against the first record of the data (``hooks.data.records``), then the media
     the mapped records name and their lengths (``hooks.data.preflight``)."""
     from hooks.data.preflight import media_error
@@ -347,7 +355,7 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "", model_p
         return problem
     return (media_error(str(data_json or ""), str(media_root or ""),
                         runtime().FieldMap(**parse_fields(str(data_fields or ""))).images_of)
-            or _length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code))
+            or _length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
 
 
 def data_error(data_json: str, data_branch: str = "a") -> str:
@@ -358,7 +366,7 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
 
 
 def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
-                trust_remote_code: bool = False) -> str:
+                trust_remote_code: bool = False, model_facts: object = None) -> str:
     """``media_root`` is a folder and (branches a, b) the first records' media exist inside it and fit the
     YAML's cutoff_len; branch c's records are checked through their mapping at the data_fields question."""
     from hooks.data.preflight import media_error as check
@@ -366,7 +374,7 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
     if data_branch == "c":
         return check("", str(media_root or ""))  # the folder only
     return (check(str(data_json or ""), str(media_root or ""))
-            or _length_error(data_json, media_root, "", model_path, python, trust_remote_code))
+            or _length_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
 
 
 def branch_error(data_branch: str, model_facts: object) -> str:

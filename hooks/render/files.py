@@ -8,6 +8,8 @@ a scratch folder. A tier-2 test checks that both renders are byte-identical.
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,18 @@ def pyrepr(value: Any, indent: int = 0, start: int | None = None) -> str:
     return text
 
 
+def md_code(value: Any, cell: bool = False) -> str:
+    """``value`` as a Markdown code span a reader can copy: a string as its Python literal (``<``/``>`` and
+    non-ASCII kept, a newline shown as ``\\n``, quotes showing where it starts and ends), anything else as JSON;
+    ``cell``: escaped for a table cell (``|`` as ``\\|``, which GFM turns back into ``|`` inside the span)."""
+    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if cell:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def class_prefix(model_id: str) -> str:
     """``qwen2_5_vl`` -> ``Qwen25Vl``: the model id as a class-name prefix."""
     return "".join(part[:1].upper() + part[1:] for part in str(model_id).split("_") if part)
@@ -61,18 +75,25 @@ def copies_remote_code(facts: Any) -> bool:
 
 def fields_json(text: str) -> str:
     """The ``data_fields`` answer as a one-line JSON object (valid YAML), keys sorted."""
-    import json
-
     from hooks.data.records import parse_fields
 
     return json.dumps(parse_fields(text), sort_keys=True)
 
 
+def cutoff_len(facts: Any) -> int:
+    """``basic_parameters.cutoff_len`` for the model (``hooks.model.memory.sample_cutoff``)."""
+    from hooks.model.memory import sample_cutoff
+
+    return sample_cutoff(facts)
+
+
 RENDER_FILTERS = {
+    "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
     "msmm_copies_remote_code": copies_remote_code,
     "msmm_class_prefix": class_prefix,
     "pyrepr": pyrepr,
+    "msmm_md_code": md_code,
     "shquote": lambda value: shlex.quote(str(value)),
 }
 
