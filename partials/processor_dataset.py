@@ -2,7 +2,7 @@
 
 Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
 (``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
-conversation) and lets the model's processor build every sample, in one of four conventions
+conversation) and lets the model's processor build every sample, in one of five conventions
 (``SampleFormat``) read off the processor at copy time:
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
@@ -20,7 +20,12 @@ conversation) and lets the model's processor build every sample, in one of four 
   function makes each image's tiles and its own conversation object writes the text (``ModelCode``,
   from the copy of its files beside the model plugin); each image mark becomes the image text its
   ``chat()`` writes (start, one context token per feature of every tile, end), and every per-tile
-  input its ``forward`` takes is 1 for each real tile. Answers are bounded as in ``chat``.
+  input its ``forward`` takes is 1 for each real tile. Answers are bounded as in ``chat``;
+- ``method``: no processor class, and the release writes training samples itself: a method of the
+  model (Ovis2's ``preprocess_inputs(conversations, images, return_labels=True)``, the one its model
+  card calls) returns the ids, the media and the labels; it runs on the model built without weights
+  (``ModelMethod``), the record's turns given in the conversation form it reads. Its media reach
+  ``forward`` as one entry per sample (a text-only sample gets a stand-in image's, the model masks it).
 
 This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next to it does.
 """
@@ -78,6 +83,11 @@ class SampleFormat:
     template_on: str = ""  # ``chat``: "tokenizer" when the chat template lives on the tokenizer only
     image_mark: str = ""  # ``chat``: the processor's own image text in string content, ``{n}`` its number from 1
     one_text: bool = False  # the processor takes one string per call, not a batch list (Phi-3-vision)
+    method: str = ""  # ``method``: the model's own sample method
+    turn_keys: tuple[str, ...] = ()  # ``method``: a turn's role key and text key (``from``, ``value``)
+    roles: tuple[str, ...] = ()  # ``method``: its names for the system, user and assistant roles
+    method_kwargs: tuple[tuple[str, Any], ...] = ()  # ``method``: the arguments that make it write labels
+    per_sample: tuple[str, ...] = ()  # media ``forward`` takes as a list with one entry per sample
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,29 @@ class ModelCode:
     tokenizer: Any
     load_image: Any  # PIL image -> its tiles' pixel values, (tiles, 3, H, W)
     conversation: Any  # () -> a FastChat-style conversation (roles, system_message, append_message, get_prompt)
+
+
+@dataclass(frozen=True)
+class ModelMethod:
+    """``method`` convention: the model's own sample method, bound to the model built without weights."""
+
+    tokenizer: Any
+    method: Any  # (conversation, images, **kwargs) -> (prompt, input_ids, media, labels)
+
+
+def weightless(model_class: Any, path: str) -> Any:
+    """``model_class`` built from the folder's config on the meta device: its tokenizers and image processor
+    (loaded in ``__init__``) are real, its weights absent. The data path never runs attention, so a flash
+    attention the config asks for (and its import check) is not requested here."""
+    import torch
+
+    config = model_class.config_class.from_pretrained(path)
+    config._name_or_path = str(path)  # where ``__init__`` loads the tokenizers from (as ``from_pretrained`` sets it)
+    for key in ("llm_attn_implementation", "attn_implementation"):
+        if getattr(config, key, None) == "flash_attention_2":
+            setattr(config, key, None)
+    with torch.device("meta"):
+        return model_class(config)
 
 
 def code_tiles(code: ModelCode, fmt: SampleFormat, image: Any) -> Any:
@@ -129,6 +162,8 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
         sample = _suffix_sample(processor, turns, images)
     elif fmt.kind == "code":
         sample = _code_sample(processor, fmt, turns, images)
+    elif fmt.kind == "method":
+        sample = _method_sample(processor, fmt, turns, images)
     else:
         sample = _prompt_sample(processor, fmt, turns, images)
     length = sample["input_ids"].shape[-1]
@@ -323,6 +358,27 @@ def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]
     return sample
 
 
+def _method_sample(code: ModelMethod, fmt: SampleFormat, turns: list[tuple[str, str]],
+                   images: list[Any]) -> dict[str, Any]:
+    """The model's own method on the turns in its conversation form (unmarked images first in the first user
+    turn, one mark and a newline each, as its model card writes a query); its labels as it writes them."""
+    import torch
+
+    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
+        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
+        turns = [*turns[:first], ("user", (IMAGE_PLACEHOLDER + "\n") * len(images) + turns[first][1]),
+                 *turns[first + 1:]]
+    role_key, text_key = fmt.turn_keys
+    names = dict(zip(("system", "user", "assistant"), fmt.roles, strict=True))
+    conversation = [{role_key: names[role], text_key: text} for role, text in turns]
+    _, ids, media, labels = code.method(conversation, images or None, **dict(fmt.method_kwargs))
+    sample = {"input_ids": ids.reshape(1, -1), "attention_mask": torch.ones_like(ids).reshape(1, -1),
+              "labels": labels.reshape(1, -1)}
+    if media is not None:
+        sample[fmt.per_sample[0]] = media
+    return sample
+
+
 def _prompt_part(value: Any, ids: Any) -> tuple[Any, int]:
     """An integer output laid over the prompt and the tokens the processor leaves room to generate (Fuyu's
     ``image_patches_indices``) cut to the prompt, with the processor's fill for that room; else as is, 0."""
@@ -345,6 +401,9 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
 
     turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
     white = [Image.new("RGB", (64, 64), "white")]
+    if fmt.kind == "method":  # a white image's media and no tokens: the model adds its features times 0
+        white_sample = _method_sample(processor, fmt, turns, white)
+        return {key: white_sample[key] for key in fmt.per_sample}
     if fmt.kind == "code":  # tiles whose flags are 0 and no tokens: the model drops their features itself
         empty = torch.zeros(1, 0, dtype=torch.long)
         tiles = code_tiles(processor, fmt, white[0])
@@ -363,10 +422,15 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
     """Right-pad the per-token tensors ([1, length]); concatenate media tensors along their first dim.
 
     ``keys``: what the model's forward takes; other processor outputs are dropped. A batch without
-    media gets ``stand_in_sample`` appended to its first sample (masked, untrained).
+    media gets ``stand_in_sample`` appended to its first sample (masked, untrained); a stand-in without
+    tokens (``method``) names media passed as a list with one entry per sample instead.
     """
     import torch
 
+    if stand_in_sample is not None and "input_ids" not in stand_in_sample:  # ``method``: media without tokens
+        media = {key: [s.get(key, value) for s in samples] for key, value in stand_in_sample.items()}
+        samples = [{k: v for k, v in s.items() if k not in media} for s in samples]  # one entry per sample, a
+        return {**collate(samples, pad_id, keys), **media}  # text-only sample's the stand-in's
     if stand_in_sample is not None and all(_per_token(v, s["input_ids"]) for s in samples for v in s.values()):
         samples = [_append(samples[0], stand_in_sample), *samples[1:]]
     longest = max(s["input_ids"].shape[-1] for s in samples)

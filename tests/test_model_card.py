@@ -87,5 +87,8 @@ def test_no_way_to_build_a_sample_stops_at_the_branch_question() -> None:
         line = branch_error("c", facts)
         assert line.startswith("data_branch: no branch can build a training sample") and why in line
     assert "model card" in branch_error("c", NO_DATA_CODE) and "model card" not in branch_error("c", UNEVALUATED)
+    # a folder whose card was read (Ovis2: its recipe is a model method) is not told to add one
+    read_card = {**NO_DATA_CODE, "processor": {**NO_DATA_CODE["processor"], "model_card": True}}
+    assert "add the release's model card" not in branch_error("c", read_card)
     assert "could not evaluate the model's processor" in unbuildable(UNEVALUATED)
     assert unbuildable(CODE) == "" and branch_error("c", CODE) == ""

@@ -88,8 +88,28 @@ def _phi3v_batch(folder: Path, model, tokenizer) -> dict:
             "image_sizes": inputs["image_sizes"], "labels": ids.masked_fill(ids < 0, -100)}
 
 
+def _ovis2_batch(folder: Path, model, tokenizer) -> dict:
+    """Ovis2's own format (its model card): ``model.preprocess_inputs`` formats the ``from``/``value`` conversation
+    with the release's QwenConversationFormatter and replaces ``<image>`` by the visual tokenizer's placeholders
+    (negative ids); ``pixel_values`` is a list of per-sample crop stacks, the mask is ``input_ids != pad``.
+    The AIMv2 backbone is built by ``AutoModel.from_config`` in its own config's dtype (bfloat16, as the card
+    loads the whole model), not the float32 asked of ``from_pretrained``; the model is made float32 throughout."""
+    import torch
+    from PIL import Image
+
+    model.float()
+
+    conversation = [{"from": "human", "value": "<image>\nWhat color is it?"}, {"from": "gpt", "value": "Red."}]
+    _, ids, pixel_values, labels = model.preprocess_inputs(
+        conversation, [Image.new("RGB", (64, 64), (200, 30, 30))], max_partition=9, generation_preface=None,
+        return_labels=True)
+    pad = model.get_text_tokenizer().pad_token_id
+    return {"input_ids": ids[None], "attention_mask": torch.ne(ids, pad)[None], "labels": labels[None],
+            "pixel_values": [pixel_values.to(model.dtype)]}
+
+
 BATCHES = {"qwen_vl_chat": _qwen_vl_batch, "internvl2_2b": _internvl_batch, "internvl2_1b": _internvl_batch,
-           "phi3_vision_128k": _phi3v_batch}
+           "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -145,6 +165,58 @@ def test_phi3_sample_format_is_read_off_its_processor(built) -> None:
     assert processor.tokenizer.decode(ids[labels != -100]).replace(" ", "") == "Red.<|end|>\nBlue.<|end|>\n"
 
 
+def test_ovis2_method_is_read_off_its_model(built) -> None:
+    """Ovis2's release: no processor class, no chat(); its own ``preprocess_inputs(..., return_labels=True)`` (the
+    card's call) writes labelled samples in ShareGPT form. The plugin's runtime calls it on the model built without
+    weights; media go to forward one entry per sample, a text-only sample getting a stand-in's."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from hooks.data.model_method import method_facts
+    from hooks.data.records import runtime
+    from hooks.model.build import build_structure
+    from hooks.model.loading import load_config_and_class
+
+    folder = built("ovis2_4b")
+    config, cls, _ = load_config_and_class(folder, trust_remote_code=True)
+    model, _, _ = build_structure(cls, config, folder)
+    facts = method_facts(cls, model, folder, ["input_ids", "attention_mask", "labels", "pixel_values"], True)
+    fmt = facts["sample_format"]
+    assert fmt == {"kind": "method", "method": "preprocess_inputs", "turn_keys": ["from", "value"],
+                   "roles": ["system", "human", "gpt"], "method_kwargs": [("generation_preface", None),
+                                                                          ("return_labels", True)],
+                   "per_sample": ["pixel_values"], "end_of_turn": "<|im_end|>"} and facts["problems"] == []
+    data = runtime()
+    form = data.SampleFormat(**{k: tuple(v) if isinstance(v, list) else v for k, v in fmt.items()})
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    code = data.ModelMethod(tokenizer, getattr(data.weightless(cls, str(folder)), fmt["method"]))
+    sample = data.build_sample(code, form, [("user", "<image>What color?"), ("assistant", "Red.")],
+                               [Image.new("RGB", (64, 48), "red")], 1 << 20)
+    ids, labels = sample["input_ids"][0], sample["labels"][0]
+    assert tokenizer.decode(ids[labels != -100]) == "Red.<|im_end|>" and int((ids < 0).sum()) > 0
+    text = data.build_sample(code, form, [("user", "Hi."), ("assistant", "Hello.")], [], 1 << 20)
+    batch = data.collate([sample, text], tokenizer.pad_token_id, frozenset(["input_ids", "attention_mask",
+                                                                            "pixel_values"]),
+                         data.stand_in(code, form))
+    assert isinstance(batch["pixel_values"], list) and len(batch["pixel_values"]) == 2
+    assert batch["pixel_values"][0] is sample["pixel_values"] and batch["input_ids"].shape[0] == 2
+
+
+def test_ovis2_plan_keeps_the_embedding_its_forward_calls_out_of_units(built) -> None:
+    """Ovis2's forward embeds text through ``self.get_wte()(...)``, outside ``llm``'s forward: ``llm`` is no FSDP
+    unit (its embedding would still be sharded there); its embeddings are found in ``llm`` for the plugin."""
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(built("ovis2_4b")), "--json",
+                           "--trust-remote-code", "--no-timings"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, check=True)
+    facts = json.loads(done.stdout)
+    assert "llm" not in facts["plan"]["apply_modules"] and "llm.model.layers.{*}" in facts["plan"]["apply_modules"]
+    assert facts["embeddings_in"] == "llm" and facts["auto_models"] == ["aimv2_visual_tokenizer"]
+    assert facts["returns_loss"] is True  # its forward hands labels=labels to its language model
+
+
 def summary(facts: dict) -> dict:
     """The probe's conclusions a reviewer reads first (the keys differ little between families)."""
     keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "recommended_branch", "branch_reason",
@@ -163,6 +235,9 @@ COPIES = {
     # the tokenizer's chat template, string content with the processor's numbered <|image_n|> marks, one string per
     # processor call: the model card's recipe is the parity reference
     "phi3_vision_128k": ("pass", "data parity: MATCH (the dataset plugin (the model's processor and chat template))"),
+    # no processor class and no chat(): its model card's preprocess_inputs(), which writes labels itself
+    "ovis2_4b": ("pass", "data parity: MATCH (the dataset plugin (the model's own preprocess_inputs(), as its model "
+                         "card calls it))"),
 }
 
 

@@ -443,7 +443,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         files = write_samples(work, video)
         batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
-        if (spec.get("sample_format") or {}).get("kind") == "code":  # no processor: the model's own chat()
+        kind = (spec.get("sample_format") or {}).get("kind")
+        if kind in ("code", "method"):  # no processor: the model's own chat(), or its own sample method
             return _code_check(batches, work, model_dir, spec)
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
@@ -495,8 +496,10 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
 
 
 def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """Branch c without a processor class: against the model's own ``chat()`` (``hooks.data.model_code``)."""
+    """Branch c without a processor class: against the model's own ``chat()`` (``hooks.data.model_code``), or its
+    own sample method as the model card calls it (``hooks.data.model_method``)."""
     from hooks.data.model_code import check_code
+    from hooks.data.model_method import check_method
     from mindspeed_mm.fsdp.utils.register import model_register
 
     samples = []
@@ -505,6 +508,8 @@ def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spe
         user, answer = turns[0], turns[1][1] if len(turns) == 2 else None
         samples.append((name, pictures, "<image>" * len(user[2]) + user[1], answer))
     samples.append(("text only", [], "Say hi.", "Hi."))
+    if spec["sample_format"]["kind"] == "method":
+        return check_method(batches, samples, model_dir, spec)
     return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.get("model_id")))
 
 

@@ -166,8 +166,9 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) 
     missing = [name for name, f in ((IMAGE_FUNCTION, load_image), (CONVERSATION_FUNCTION, get_conv)) if f is None]
     if missing or not callable(getattr(cls, "chat", None)):
         what = ", ".join([*missing, *([] if callable(getattr(cls, "chat", None)) else ["a chat() method"])])
-        return {"problems": [f"neither the model's code nor its model card ({model_dir.name}/README.md code blocks) "
-                             f"defines {what}"]}
+        card = (model_dir / "README.md").is_file()
+        return {"problems": [f"neither the model's code nor its model card ({model_dir.name}/README.md "
+                             f"{'code blocks' if card else 'absent'}) defines {what}"], "model_card": card}
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     image = Image.new("RGB", (128, 64), "red")  # wider than tall: more than one tile where the model tiles
     image_file = opens_file(load_image)

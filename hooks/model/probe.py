@@ -70,6 +70,12 @@ class ModelFacts:
     custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
     trained_submodule: dict[str, str] = field(default_factory=dict)  # hooks.model.stages: the stage trained, why
     timings: dict[str, float] = field(default_factory=dict)
+    # Sub-model types the model's own code registers with AutoModel and builds with AutoModel.from_config (Ovis2's
+    # visual tokenizer): the copied-code plugin registers the folder's config classes for them too.
+    auto_models: list[str] = field(default_factory=list)
+    # The child module holding the input and output embeddings where the class does not say (Ovis2's ``llm``):
+    # MindSpeed-MM re-ties them after loading through get_input_embeddings(), which the plugin then delegates.
+    embeddings_in: str = ""
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
     memory_default: dict[str, Any] = field(default_factory=dict)
@@ -77,6 +83,9 @@ class ModelFacts:
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
         data.pop("memory_default")
+        for key in ("auto_models", "embeddings_in"):  # most models: absent, so their answers files stay as they were
+            if not data[key]:
+                data.pop(key)
         if not with_timings:
             data.pop("timings")
         return json.dumps(data, sort_keys=True)
@@ -152,6 +161,9 @@ def module_table(model: Any) -> ModuleTable:
                    for name, mod in named]
         names = {id(m): n for n, m in named}
         inp, out = embeddings(model, "get_input_embeddings"), embeddings(model, "get_output_embeddings")
+        if inp is None and (holder := embeddings_holder(model)):  # Ovis2: the class names none, its ``llm`` does
+            inner = getattr(model, holder)
+            inp, out = embeddings(inner, "get_input_embeddings"), embeddings(inner, "get_output_embeddings")
         no_split = no_split_modules(model)
         return ModuleTable(
             modules=modules,
@@ -166,14 +178,26 @@ def module_table(model: Any) -> ModuleTable:
 
 
 def _forward_sources(model: Any) -> Iterator[tuple[Any, str]]:
-    """(owner, source) of the forward and media-feature methods of the model and of its inner ``model``."""
+    """(owner, source) of the forward and media-feature methods of the model and of its inner ``model``, and of
+    the class's own helpers ``forward`` calls (Ovis2's ``self.merge_multimodal(...)``)."""
     inner = getattr(model, "model", None)
     for owner in (model, inner) if inner is not None and hasattr(inner, "forward") else (model,):
         for method in ("get_image_features", "get_video_features", "forward"):
             try:
-                yield owner, inspect.getsource(getattr(type(owner), method))
+                source = inspect.getsource(getattr(type(owner), method))
             except (AttributeError, OSError, TypeError):
                 continue
+            yield owner, source
+            if method != "forward":
+                continue
+            for helper in sorted(set(_METHOD_CALL.findall(source))):
+                function = inspect.getattr_static(type(owner), helper, None)
+                if inspect.isfunction(function) and function.__module__ == type(owner).__module__:
+                    with contextlib.suppress(OSError, TypeError):
+                        yield owner, inspect.getsource(function)
+
+
+_METHOD_CALL = re.compile(r"self\.(\w+)\(")
 
 
 _HIDDEN_STATES_CALL = re.compile(r"self\.(\w+)\((?:[^()]|\([^()]*\))*?output_hidden_states\s*=\s*True", re.S)
@@ -215,7 +239,17 @@ def called_directly(model: Any, names: dict[int, str]) -> list[str]:
                 target = getattr(target, attr, None)
             if isinstance(target, torch.nn.Module) and id(target) in names and chain.count(".") >= 1:
                 found.add(names[id(target)])
+        for getter in _GETTER_CALL.findall(source):  # ``self.get_wte()(ids)``: the module a getter returns
+            try:
+                target = getattr(owner, getter)()
+            except Exception:  # noqa: BLE001 - a getter that needs more than the built model: not a module call
+                continue
+            if isinstance(target, torch.nn.Module) and "." in names.get(id(target), ""):
+                found.add(names[id(target)])
     return sorted(found)
+
+
+_GETTER_CALL = re.compile(r"self\.(get_\w+)\(\)\(")
 
 
 def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:
@@ -277,11 +311,36 @@ def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
         source = inspect.getsource(cls.forward)
     except (OSError, TypeError):
         source = ""
-    returns_loss = "labels" in params and "loss" in source
+    # Ovis2's forward computes nothing itself: it hands ``labels=labels`` to its language model, which does
+    hands_on = re.search(r"\blabels\s*=\s*labels\b", source) is not None
+    returns_loss = "labels" in params and ("loss" in source or hands_on)
     return [p for p in params if sig.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD], has_kwargs, returns_loss
 
 
 MEDIA_PREFIXES = ("pixel", "image", "video")
+
+
+def embeddings_holder(model: Any) -> str:
+    """The direct child that has both embeddings where the model itself names neither, else ""."""
+    if embeddings(model, "get_input_embeddings") is not None:
+        return ""
+    for name, child in model.named_children():
+        if None not in (embeddings(child, "get_input_embeddings"), embeddings(child, "get_output_embeddings")):
+            return name
+    return ""
+
+
+def auto_models(cls: type, config: Any) -> list[str]:
+    """Model types of the config's sub-configs that the model's own module registers with ``AutoModel``
+    (``AutoModel.register(...)`` in its source) and so builds through ``AutoModel.from_config``."""
+    try:
+        source = inspect.getsource(sys.modules[cls.__module__])
+    except (OSError, TypeError, KeyError):
+        return []
+    if "AutoModel.register(" not in source:
+        return []
+    return sorted({value.model_type for value in vars(config).values() if hasattr(value, "to_dict")
+                   and getattr(value, "model_type", "") and not type(value).__module__.startswith("transformers.")})
 
 
 def unused_media_params(cls: type) -> list[str]:
@@ -441,6 +500,8 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         attention=attention,
         build=build if how != META or build["attention_set_by_model"] else {},
         unused_media=unused_media_params(cls),
+        auto_models=auto_models(cls, config) if own_code else [],
+        embeddings_in=embeddings_holder(model) if own_code else "",
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
     if with_processor:
@@ -453,9 +514,12 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
                              "chat template) from the model's release")
         if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
             from hooks.data.model_code import code_facts
+            from hooks.data.model_method import method_facts
 
             try:
                 facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
+                if facts.processor.get("problems"):  # no chat()-style code: a method writing labelled samples?
+                    facts.processor.update(method_facts(cls, model, model_dir, params, trust_remote_code))
             except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
                 facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                                f"{str(err)[:300]})"]

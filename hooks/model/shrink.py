@@ -772,18 +772,20 @@ def _count_params(model: Any) -> tuple[int, int]:
 def _save(model: Any, folder: Path) -> None:
     """``save_pretrained``; for a model that holds one module under two names without declaring it tied
     (Phi-3-vision's ``embed_tokens``, kept again as ``vision_embed_tokens.wte``), which transformers refuses to
-    write as safetensors, the config and the weights with each shared tensor once (``save_model``)."""
+    write as safetensors, the config and the weights under every name (a copy per name, as a published
+    checkpoint stores them)."""
     try:
         model.save_pretrained(folder, safe_serialization=True)
     except RuntimeError as err:
         if "shared tensors" not in str(err):
             raise
-        from safetensors.torch import save_model
+        from safetensors.torch import save_file
 
         for item in folder.glob("*.safetensors*"):
             item.unlink()
         model.config.save_pretrained(folder)
-        save_model(model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        save_file({name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()},
+                  str(folder / "model.safetensors"), metadata={"format": "pt"})
 
 
 def _shrink(src: Path, dest: Path, trust_remote_code: bool, layers: int, seed: int) -> ShrinkReport:

@@ -386,8 +386,9 @@ def branch_error(data_branch: str, model_facts: object) -> str:
         from hooks.data.candidates import unbuildable
 
         why = unbuildable(model_facts)
+        processor = model_facts.get("processor") or {}
         card = ("add the release's model card (README.md, whose quick-start defines the image preprocessing) to "
-                "the model folder, or " if (model_facts.get("processor") or {}).get("missing") else "")
+                "the model folder, or " if processor.get("missing") and not processor.get("model_card") else "")
         return (f"data_branch: no branch can build a training sample for this model ({why}); {card}write the "
                 "dataset plugin by hand (MindSpeed-MM's migration guide, branch C)") if why else ""
     if str(data_branch) != "b":

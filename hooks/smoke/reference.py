@@ -133,6 +133,9 @@ def build_reference(model_dir: Path, cfg: dict[str, Any], attributes: dict[str, 
     attn = model_cfg.get("attn_implementation")
     kwargs = {"attn_implementation": attn} if attn else {}
     master = cls.from_pretrained(str(model_dir), dtype=torch.float32, trust_remote_code=trust, **kwargs)
+    # fp32 masters throughout: a sub-model the class builds in its own config's dtype (Ovis2's visual tokenizer,
+    # bf16 by AutoModel.from_config) is fp32 in the trainer too (the plugin drops that dtype)
+    master = master.float()
     for name, value in attributes.items():  # what the model's own chat() sets before forward (code convention)
         setattr(master, name, value)
     frozen = list(model_cfg.get("freeze") or [])

@@ -240,7 +240,114 @@ PHI3V = Release(
 )
 
 
-RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V)}
+# ---------------------------------------------------------------------------- Ovis2-4B
+
+
+def _ovis2_sizes(cfg: dict[str, Any]) -> Notes:
+    """Qwen2.5 LM 2 layers / hidden 64 / 4 heads of 16 (2 KV); AIMv2 ViT 2 blocks / width 32; text vocab kept.
+
+    ``hidden_size`` (Ovis asserts it equals the LM's) follows the LM. The visual tokenizer's vocabulary
+    (65536 soft tokens, 5 of them image indicators) -> 1024: its head and the visual embedding table are
+    sized by it, nothing else reads it. ``llm_attn_implementation`` flash_attention_2 -> eager: ``Ovis.__init__``
+    asserts flash-attn >= 2.6.3 otherwise, and it is not installed on CPU hosts. ``multimodal_max_length``
+    32768 -> 1024: in training ``merge_multimodal`` pads every first sample to this length (the release's
+    "padding ... for increased training speed") and truncates to it, so the published value makes each
+    tiny step a 32k-token attention. Image size 448, patch 14 and ``hidden_stride`` 2 stay (256 visual
+    tokens per crop, the preprocessor's 448 crop).
+    """
+    notes: Notes = []
+    llm, vit = cfg["llm_config"], cfg["visual_tokenizer_config"]
+    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("max_window_layers", 2)):
+        _set(llm, key, value, notes, "llm_config.")
+    for key, value in (("hidden_size", 64), ("llm_attn_implementation", "eager"), ("multimodal_max_length", 1024)):
+        _set(cfg, key, value, notes)
+    _set(vit, "vocab_size", 1024, notes, "visual_tokenizer_config.")
+    for key, value in (("hidden_size", 32), ("intermediate_size", 64), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 2)):
+        _set(vit["backbone_config"], key, value, notes, "visual_tokenizer_config.backbone_config.")
+    return notes
+
+
+_OVIS_OWNER = ("the mirror owner's edit (their commit 'Changing Padding Side') reverted to the published text, "
+               "as the other public copies of this release's modeling_ovis.py carry it: ")
+OVIS2 = Release(
+    family="ovis2_4b",
+    hub_id="AIDC-AI/Ovis2-4B",
+    mirror="AmbiTyga+Research-Bookmark",
+    commit="2888f4b7252ccfd231274fd5a8fa0f26131d4230",
+    root="ReFT/Ovis2-4b",
+    files=("NOTICE", "README.md", "added_tokens.json", "config.json", "configuration_aimv2.py",
+           "configuration_ovis.py", "generation_config.json", "merges.txt", "modeling_aimv2.py", "modeling_ovis.py",
+           "preprocessor_config.json", "special_tokens_map.json", "tokenizer_config.json", "vocab.json"),
+    sizes=_ovis2_sizes,
+    shims=(Shim("configuration_ovis.py", 'AutoConfig.register("aimv2", AIMv2Config)\n',
+                'AutoConfig.register("aimv2", AIMv2Config, exist_ok=True)  # msmm-migrate shim\n',
+                "transformers 4.57 ships its own 'aimv2' model type (Aimv2Config), so the release's registration of "
+                "its AIMv2Config under that name raises 'already used by a Transformers config' when config.json "
+                "loads; exist_ok=True lets the release's own class take the name, as under the transformers it "
+                "was published for"),
+           Shim("modeling_ovis.py",
+                "            pixel_values=pixel_values,\n            padding_side=kwargs.get('padding_side', 'left')\n"
+                "        )\n        return self.llm(",
+                "            pixel_values=pixel_values\n        )\n        return self.llm(",
+                _OVIS_OWNER + "Ovis.forward calls merge_multimodal without a padding argument"),
+           Shim("modeling_ovis.py",
+                "        pixel_values: List[Optional[torch.Tensor]],\n        padding_side: str = \"left\"\n    ):",
+                "        pixel_values: List[Optional[torch.Tensor]],\n        left_padding: bool = False\n    ):",
+                _OVIS_OWNER + "merge_multimodal's last parameter is left_padding=False"),
+           Shim("modeling_ovis.py",
+                "            input_embeds[0] = torch.nn.ConstantPad2d((0, 0, padding_size, 0), 0.0)(input_embeds[0])\n"
+                "            attention_masks[0] = "
+                "torch.nn.ConstantPad1d((padding_size, 0), False)(attention_masks[0])\n"
+                "            labels[0] = torch.nn.ConstantPad1d((padding_size, 0), IGNORE_ID)(labels[0])\n"
+                "        batch_input_embeds = self.pad_truncate_sequence(input_embeds, batch_first=True, "
+                "padding_value=0.0, padding_side=padding_side)\n"
+                "        batch_attention_mask = self.pad_truncate_sequence(attention_masks, batch_first=True, "
+                "padding_value=False, padding_side=padding_side)\n"
+                "        batch_labels = self.pad_truncate_sequence(labels, batch_first=True, padding_value=IGNORE_ID, "
+                "padding_side=padding_side)\n\n"
+                "        return visual_input_ids, batch_input_embeds, batch_labels, batch_attention_mask\n\n"
+                "    def pad_truncate_sequence(self, sequences: List[torch.Tensor], batch_first: bool = True, "
+                "padding_value: float = 0.0, padding_side: str = \"left\") -> torch.Tensor:\n"
+                "        pad_sequence = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=batch_first, "
+                "padding_value=padding_value, padding_side=padding_side)\n"
+                "        return pad_sequence[:,:self.config.multimodal_max_length]\n",
+                "            input_embeds[0] = torch.nn.ConstantPad2d((0, 0, 0, padding_size), 0.0)(input_embeds[0])\n"
+                "            attention_masks[0] = "
+                "torch.nn.ConstantPad1d((0, padding_size), False)(attention_masks[0])\n"
+                "            labels[0] = torch.nn.ConstantPad1d((0, padding_size), IGNORE_ID)(labels[0])\n"
+                "        batch_input_embeds = self.pad_truncate_sequence(input_embeds, batch_first=True, "
+                "padding_value=0.0, left_padding=left_padding)\n"
+                "        batch_attention_mask = self.pad_truncate_sequence(attention_masks, batch_first=True, "
+                "padding_value=False, left_padding=left_padding)\n"
+                "        batch_labels = self.pad_truncate_sequence(labels, batch_first=True, padding_value=IGNORE_ID, "
+                "left_padding=left_padding)\n\n"
+                "        return visual_input_ids, batch_input_embeds, batch_labels, batch_attention_mask\n\n"
+                "    def pad_truncate_sequence(self, sequences: List[torch.Tensor], batch_first: bool = True, "
+                "padding_value: float = 0.0, left_padding: bool = False) -> torch.Tensor:\n"
+                "        if not left_padding:\n"
+                "            pad_sequence = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=batch_first, "
+                "padding_value=padding_value)\n"
+                "            return pad_sequence[:,:self.config.multimodal_max_length]\n"
+                "        else:\n"
+                "            pad_sequence = torch.nn.utils.rnn.pad_sequence([i.flip(dims=[0]) for i in sequences],"
+                "batch_first=True, padding_value=padding_value).flip(dims=[1])\n"
+                "            return pad_sequence[:,-self.config.multimodal_max_length:]\n",
+                _OVIS_OWNER + "training pads the first sample on the right up to multimodal_max_length, and "
+                "pad_truncate_sequence pads right (left only for generate, by flipping)"),
+           Shim("modeling_ovis.py",
+                "            pixel_values=kwargs.pop('pixel_values'),\n            padding_side=\"left\"\n        )",
+                "            pixel_values=kwargs.pop('pixel_values'),\n            left_padding=True\n        )",
+                _OVIS_OWNER + "generate asks merge_multimodal for left_padding=True"),),
+    dropped={"tokenizer.json": "not in the mirror's snapshot (over 4 MiB); Qwen2TokenizerFast is converted from "
+                               "vocab.json + merges.txt, as tokenizer_config.json names Qwen2Tokenizer",
+             "model.safetensors.index.json": "index of the published weights",
+             ".gitattributes": "Git LFS attributes of the hub repository"},
+)
+
+
+RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2)}
 
 
 # ---------------------------------------------------------------------------- mirror access
@@ -318,11 +425,12 @@ def _shrink_config(release: Release, out: Path) -> Notes:
 def _write_weights(release: Release, out: Path, seed: int) -> int:
     """Instantiate the release's own model class from the shrunk config and save its random bf16 weights.
 
-    Only the weights are written (``safetensors.torch.save_model``, which handles tied tensors):
-    ``save_pretrained`` would rewrite the published config.json and code files.
+    Only the weights are written, every name of a shared tensor included (as published checkpoints store
+    them: Ovis2's embedding and head; a loader that does not tie them again would leave the missing name on the
+    meta device): ``save_pretrained`` would rewrite the published config.json and code files.
     """
     import torch
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoConfig
     from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
@@ -330,7 +438,8 @@ def _write_weights(release: Release, out: Path, seed: int) -> int:
     model_class = get_class_from_dynamic_module(config.auto_map[release.model_auto], str(out))
     torch.manual_seed(seed)
     model = model_class(config).to(torch.bfloat16)
-    save_model(model, str(out / "model.safetensors"), metadata={"format": "pt"})
+    save_file({name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()},
+              str(out / "model.safetensors"), metadata={"format": "pt"})
     return sum(p.numel() for p in model.parameters())
 
 
