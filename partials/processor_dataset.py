@@ -2,7 +2,7 @@
 
 Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
 (``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
-conversation) and lets the model's processor build every sample, in one of five conventions
+conversation) and lets the model's processor build every sample, in one of six conventions
 (``SampleFormat``) read off the processor at copy time:
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
@@ -21,6 +21,10 @@ conversation) and lets the model's processor build every sample, in one of five 
   from the copy of its files beside the model plugin); each image mark becomes the image text its
   ``chat()`` writes (start, one context token per feature of every tile, end), and every per-tile
   input its ``forward`` takes is 1 for each real tile. Answers are bounded as in ``chat``;
+- ``context``: no processor class, images as file paths in the text (Qwen-VL-Chat): the model's own
+  ``make_context`` writes the conversation as its ``chat()`` does, each query written with its images
+  by the tokenizer's ``from_list_format`` (``Picture 1: <img>path</img>``); each image is saved as a
+  PNG file (lossless) that the model's forward opens; every answer and its end of turn are trained;
 - ``method``: no processor class, and the release writes training samples itself: a method of the
   model (Ovis2's ``preprocess_inputs(conversations, images, return_labels=True)``, the one its model
   card calls) returns the ids, the media and the labels; it runs on the model built without weights
@@ -33,6 +37,7 @@ This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +93,8 @@ class SampleFormat:
     roles: tuple[str, ...] = ()  # ``method``: its names for the system, user and assistant roles
     method_kwargs: tuple[tuple[str, Any], ...] = ()  # ``method``: the arguments that make it write labels
     per_sample: tuple[str, ...] = ()  # media ``forward`` takes as a list with one entry per sample
+    system_message: str = ""  # ``context``: the system message the model's chat() passes by default
+    chat_format: str = ""  # ``context``: the chat format its generation config names (``chatml``)
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,32 @@ class ModelMethod:
 
     tokenizer: Any
     method: Any  # (conversation, images, **kwargs) -> (prompt, input_ids, media, labels)
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """``context`` convention (Qwen-VL-Chat): the model's own ``make_context`` writes the prompt, its tokenizer's
+    ``from_list_format`` writes images into a query as file paths, which the model's forward opens itself."""
+
+    tokenizer: Any
+    make_context: Any  # (tokenizer, query, history, system, max_window_size, chat_format) -> (text, ids)
+    image_dir: Path  # where each image is written as PNG for the model to open
+
+
+def image_file(image: Any, folder: Path) -> str:
+    """``image`` as a PNG file in ``folder`` named by its content (lossless: the model opens the same pixels)."""
+    import hashlib
+    import io
+
+    encoded = io.BytesIO()
+    image.save(encoded, format="PNG")
+    path = Path(folder) / f"{hashlib.sha256(encoded.getvalue()).hexdigest()[:32]}.png"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_bytes(encoded.getvalue())
+        partial.replace(path)
+    return str(path.resolve())
 
 
 def weightless(model_class: Any, path: str) -> Any:
@@ -164,6 +197,8 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
         sample = _code_sample(processor, fmt, turns, images)
     elif fmt.kind == "method":
         sample = _method_sample(processor, fmt, turns, images)
+    elif fmt.kind == "context":
+        sample = _context_sample(processor, fmt, turns, images)
     else:
         sample = _prompt_sample(processor, fmt, turns, images)
     length = sample["input_ids"].shape[-1]
@@ -379,6 +414,49 @@ def _method_sample(code: ModelMethod, fmt: SampleFormat, turns: list[tuple[str, 
     return sample
 
 
+def _context_sample(code: ModelContext, fmt: SampleFormat, turns: list[tuple[str, str]],
+                    images: list[Any]) -> dict[str, Any]:
+    """``make_context`` over the turns as the model's ``chat()`` calls it (each query written with images by the
+    tokenizer's ``from_list_format``, unmarked images first in the first query), then the last answer and the end
+    of turn; every answer and its end of turn trained, each checked against the next turn's context."""
+    import torch
+
+    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
+        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
+        turns = [*turns[:first], ("user", IMAGE_PLACEHOLDER * len(images) + turns[first][1]), *turns[first + 1:]]
+    files = iter([image_file(image, code.image_dir) for image in images])
+    system = turns[0][1] if turns and turns[0][0] == "system" else fmt.system_message
+    pairs: list[tuple[str, str]] = []
+    for role, text in turns:
+        if role == "user":
+            pieces = text.split(IMAGE_PLACEHOLDER)
+            items = [{"text": pieces[0]}] if pieces[0] else []
+            for piece in pieces[1:]:
+                items += [{"image": next(files)}, *([{"text": piece}] if piece else [])]
+            pairs.append((code.tokenizer.from_list_format(items), ""))
+        elif role == "assistant":
+            pairs[-1] = (pairs[-1][0], text)
+
+    def context(index: int) -> list[int]:
+        return list(code.make_context(code.tokenizer, pairs[index][0], history=pairs[:index], system=system,
+                                      max_window_size=1 << 30, chat_format=fmt.chat_format)[1])
+
+    closing = code.tokenizer.encode(fmt.end_of_turn)
+    ids = context(len(pairs) - 1) + code.tokenizer.encode(pairs[-1][1]) + closing
+    labels = [IGNORE] * len(ids)
+    for index, (_, answer) in enumerate(pairs):
+        start = len(context(index))
+        end = start + len(code.tokenizer.encode(answer)) + len(closing)
+        if ids[start:end] != (code.tokenizer.encode(answer) + closing):
+            raise ValueError(f"answer {index + 1} is not written where make_context() puts it")
+        labels[start:end] = ids[start:end]
+    sample = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+              "labels": torch.tensor([labels])}
+    if images:  # not a forward input: tells collate_fn that this batch runs the vision tower already
+        sample["image_files"] = torch.tensor([len(images)])
+    return sample
+
+
 def _prompt_part(value: Any, ids: Any) -> tuple[Any, int]:
     """An integer output laid over the prompt and the tokens the processor leaves room to generate (Fuyu's
     ``image_patches_indices``) cut to the prompt, with the processor's fill for that room; else as is, 0."""
@@ -410,10 +488,12 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
         return {"input_ids": empty, "attention_mask": empty, "labels": empty, "pixel_values": tiles,
                 **{name: torch.zeros(tiles.shape[0], 1, dtype=torch.long) for name in fmt.tile_flags}}
     sample = (_chat_sample(processor, turns, white, fmt) if fmt.kind == "chat" else
+              _context_sample(processor, fmt, turns, white) if fmt.kind == "context" else
               _suffix_sample(processor, turns, white) if fmt.kind == "suffix" else
               _prompt_sample(processor, fmt, turns, white))
     sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])
     sample["labels"] = torch.full_like(sample["input_ids"], IGNORE)
+    sample.pop("image_files", None)
     return sample
 
 

@@ -205,6 +205,50 @@ def test_ovis2_method_is_read_off_its_model(built) -> None:
     assert batch["pixel_values"][0] is sample["pixel_values"] and batch["input_ids"].shape[0] == 2
 
 
+def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
+    """Qwen-VL-Chat's release: no processor class, no chat template; its ``make_context`` with ``chat()``'s defaults
+    rebuilds ``chat()``'s prompt, queries written by the tokenizer's ``from_list_format``; each image saved as a PNG
+    the forward opens; a text-only batch gets a masked stand-in image span."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from hooks.data.model_code import code_modules, find_function
+    from hooks.data.model_context import context_facts
+    from hooks.data.records import runtime
+    from hooks.model.build import build_structure
+    from hooks.model.loading import load_config_and_class
+
+    folder = built("qwen_vl_chat")
+    config, cls, _ = load_config_and_class(folder, trust_remote_code=True)
+    model, _, _ = build_structure(cls, config, folder)
+    facts = context_facts(cls, model, folder, True)
+    fmt = facts["sample_format"]
+    assert facts["problems"] == [] and fmt == {
+        "kind": "context", "function": "qwen_generation_utils.make_context", "system_message":
+        "You are a helpful assistant.", "chat_format": "chatml", "end_of_turn": "<|im_end|>"}
+    data = runtime()
+    form = data.SampleFormat(**{k: v for k, v in fmt.items() if k != "function"})
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    code = data.ModelContext(tokenizer, find_function(code_modules(cls), "make_context"), tmp_path)
+    red = Image.new("RGB", (64, 48), "red")
+    turns = [("user", "<image>What color?"), ("assistant", "Red."), ("user", "Sure?"), ("assistant", "Yes.")]
+    sample = data.build_sample(code, form, turns, [red], 1 << 20)
+    ids, labels = sample["input_ids"][0], sample["labels"][0]
+    assert tokenizer.decode(ids[labels != -100]) == "Red.<|im_end|>Yes.<|im_end|>"
+    (png,) = tmp_path.glob("*.png")
+    assert str(png) in tokenizer.decode(ids) and list(Image.open(png).getdata()) == list(red.getdata())
+    text = data.build_sample(code, form, [("user", "Hi."), ("assistant", "Hello.")], [], 1 << 20)
+    batch = data.collate([text], 0, frozenset(["input_ids", "attention_mask"]), data.stand_in(code, form))
+    masked = batch["input_ids"][0][batch["attention_mask"][0] == 0]
+    assert "<img>" in tokenizer.decode(masked) and bool((batch["labels"][0][batch["attention_mask"][0] == 0]
+                                                          == -100).all())
+    with_image = data.collate([sample], 0, frozenset(["input_ids", "attention_mask"]), data.stand_in(code, form))
+    assert with_image["input_ids"].shape == sample["input_ids"].shape  # it runs the vision tower already
+
+
 def test_ovis2_plan_keeps_the_embedding_its_forward_calls_out_of_units(built) -> None:
     """Ovis2's forward embeds text through ``self.get_wte()(...)``, outside ``llm``'s forward: ``llm`` is no FSDP
     unit (its embedding would still be sharded there); its embeddings are found in ``llm`` for the plugin."""
@@ -215,6 +259,18 @@ def test_ovis2_plan_keeps_the_embedding_its_forward_calls_out_of_units(built) ->
     assert "llm" not in facts["plan"]["apply_modules"] and "llm.model.layers.{*}" in facts["plan"]["apply_modules"]
     assert facts["embeddings_in"] == "llm" and facts["auto_models"] == ["aimv2_visual_tokenizer"]
     assert facts["returns_loss"] is True  # its forward hands labels=labels to its language model
+
+
+def test_qwen_vl_plan_leaves_the_tower_its_forward_enters_by_encode_out_of_units(built) -> None:
+    """Qwen-VL's ``transformer.forward`` calls ``self.visual.encode(paths)``, not ``visual``'s forward: ``visual`` is
+    no FSDP unit (its weights would still be sharded there); its blocks are. Its fp16/bf16/fp32 flags are found."""
+    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(built("qwen_vl_chat")), "--json",
+                           "--trust-remote-code", "--no-timings"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, check=True)
+    facts = json.loads(done.stdout)
+    units = facts["plan"]["apply_modules"]
+    assert "transformer.visual" not in units and "transformer.visual.transformer.resblocks.{*}" in units
+    assert facts["precision_flags"] == ["bf16", "fp16", "fp32"]
 
 
 def summary(facts: dict) -> dict:
@@ -230,8 +286,8 @@ COPIES = {
     "internvl2_1b": ("pass", "data parity: MATCH (the dataset plugin (the model's own data code and chat()))"),
     # the same code without its model card (a fine-tune's folder): no image preprocessing anywhere
     "internvl2_2b": ("stop", "neither the model's code nor its model card"),
-    # images written into the text as <img>path</img> and opened by forward; no load_image, no conversation module
-    "qwen_vl_chat": ("stop", "neither the model's code nor its model card"),
+    # images written into the text as <img>path</img> by the tokenizer and opened by forward: make_context and chat()
+    "qwen_vl_chat": ("pass", "data parity: MATCH (the dataset plugin (the model's own make_context() and chat()))"),
     # the tokenizer's chat template, string content with the processor's numbered <|image_n|> marks, one string per
     # processor call: the model card's recipe is the parity reference
     "phi3_vision_128k": ("pass", "data parity: MATCH (the dataset plugin (the model's processor and chat template))"),

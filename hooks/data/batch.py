@@ -444,7 +444,7 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
         kind = (spec.get("sample_format") or {}).get("kind")
-        if kind in ("code", "method"):  # no processor: the model's own chat(), or its own sample method
+        if kind in ("code", "method", "context"):  # no processor: the model's own chat() or sample method
             return _code_check(batches, work, model_dir, spec)
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
@@ -499,6 +499,7 @@ def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spe
     """Branch c without a processor class: against the model's own ``chat()`` (``hooks.data.model_code``), or its
     own sample method as the model card calls it (``hooks.data.model_method``)."""
     from hooks.data.model_code import check_code
+    from hooks.data.model_context import check_context
     from hooks.data.model_method import check_method
     from mindspeed_mm.fsdp.utils.register import model_register
 
@@ -510,6 +511,8 @@ def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spe
     samples.append(("text only", [], "Say hi.", "Hi."))
     if spec["sample_format"]["kind"] == "method":
         return check_method(batches, samples, model_dir, spec)
+    if spec["sample_format"]["kind"] == "context":
+        return check_context(batches, samples, model_dir, spec)
     return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.get("model_id")))
 
 

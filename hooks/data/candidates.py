@@ -112,7 +112,7 @@ def unbuildable(facts: dict[str, Any]) -> str:
     proc = facts.get("processor") or {}
     if proc.get("unevaluated"):  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
         return f"could not evaluate the model's processor on one image and a text ({proc.get('error', '')[:300]})"
-    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") in ("code", "method"):
+    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") in ("code", "method", "context"):
         return ""
     return "; ".join(proc.get("problems") or []) or proc.get("error") or "the model has no processor class"
 

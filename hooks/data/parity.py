@@ -414,14 +414,14 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     branch = answers.get("data_branch")
     sample_format = (answers["model_facts"].get("processor") or {}).get("sample_format") or {}
     sample_kind = sample_format.get("kind")
-    if branch == "c" and sample_kind not in ("chat", "code", "method"):
+    if branch == "c" and sample_kind not in ("chat", "code", "method", "context"):
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
                       "the prompt and labels, so there is no second format to compare with")
     model_id = answers["model_id"]
     config = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(f"fsdp/models/{model_id}") or
-                                    branch == "b" or sample_kind in ("code", "method")]
+                                    branch == "b" or sample_kind in ("code", "method", "context")]
     spec = {**spec_for(answers["model_facts"], bool(answers.get("trust_remote_code"))), "branch": branch}
     if branch == "c":
         spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
@@ -434,7 +434,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
         result = run_check(dest, model_dir, config, spec, python=python, mindspeed_home=mindspeed_home)
         _store(key, result)
     own = {"code": "the model's own data code and chat()",
-           "method": f"the model's own {sample_format.get('method')}(), as its model card calls it"}.get(
+           "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",
+           "context": "the model's own make_context() and chat()"}.get(
         sample_kind, "the model's processor and chat template")
     result.candidate = {"a": f"in-repo template {answers.get('chat_template')!r}",
                         "c": f"the dataset plugin ({own})"}.get(

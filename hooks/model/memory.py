@@ -121,6 +121,7 @@ class ParamShape:
     shape: tuple[int, ...]
     unit: str  # FSDP2 unit owning it without EP ("" = the root)
     expert_module: str | None = None  # the ep_plan module holding it, if any
+    trainable: bool = True  # False for a parameter the model itself freezes (Qwen-VL's fixed sin-cos pos_embed)
 
     @property
     def numel(self) -> int:
@@ -231,7 +232,7 @@ def rank_bytes(shapes: Iterable[ParamShape], layout: Layout, rank: int = 0, *, f
     out = RankBytes(rank, 0, 0, 0, 0, 0, 0)
     skipped = set(no_grad)
     for p in shapes:
-        s = shard_param(p, layout, rank, not is_frozen(p.name, freeze) and p.name not in skipped)
+        s = shard_param(p, layout, rank, p.trainable and not is_frozen(p.name, freeze) and p.name not in skipped)
         out.params_local += s.local * param_bytes
         out.params_padded += s.padded * param_bytes
         if s.trainable:
@@ -260,7 +261,7 @@ def unit_gathers(shapes: Iterable[ParamShape], layout: Layout,
     """Unit -> (padded unsharded elements, of which trainable) that its all-gather materialises on rank 0."""
     units: dict[str, tuple[int, int]] = {}
     for p in shapes:
-        s = shard_param(p, layout, 0, not is_frozen(p.name, freeze))
+        s = shard_param(p, layout, 0, p.trainable and not is_frozen(p.name, freeze))
         n, t = units.get(s.unit, (0, 0))
         units[s.unit] = (n + s.unsharded_padded, t + (s.unsharded_padded if s.trainable else 0))
     return units
@@ -275,7 +276,7 @@ def param_shapes(model: Any, table: ModuleTable, plan: Plan | dict[str, Any]) ->
     for name, param in model.named_parameters():
         module = name.rpartition(".")[0]
         expert = next((e for e in experts if module == e or module.startswith(e + ".")), None)
-        out.append(ParamShape(name, tuple(param.shape), owners.get(module, ""), expert))
+        out.append(ParamShape(name, tuple(param.shape), owners.get(module, ""), expert, param.requires_grad))
     return out
 
 

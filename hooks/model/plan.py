@@ -19,7 +19,8 @@ emitted as MindSpeed-MM ``apply_modules`` patterns:
 * Tied weights: a unit may not contain only one side of a tie (two units would
   own one weight), so such units are dropped and the enclosing unit owns both.
 * VQ image tokenizers (``*VQVAE``) are never units: models call their ``encode()``, which
-  bypasses FSDP2's forward hooks, so the enclosing unit (or the root) owns them.
+  bypasses FSDP2's forward hooks, so the enclosing unit (or the root) owns them; likewise any module
+  the model's own code enters through a method other than ``forward`` (Qwen-VL's ``visual.encode``).
 * A unit whose inner module the model's forward calls itself (Kosmos-2's
   ``self.vision_model.model.post_layernorm(...)``) is not a unit: that call would bypass the
   unit's forward and meet sharded weights.
@@ -66,6 +67,7 @@ class ModuleTable:
     tied: list[tuple[str, str]] = field(default_factory=list)  # module pairs sharing a weight
     hidden_state_sources: list[str] = field(default_factory=list)  # read with output_hidden_states=True
     called_directly: list[str] = field(default_factory=list)  # nested modules the model's forward calls itself
+    entered_by_method: list[str] = field(default_factory=list)  # modules a forward enters by another method
     no_recompute_classes: list[str] = field(default_factory=list)  # forward lacks past_key_values/**kwargs
 
     def __post_init__(self) -> None:
@@ -277,9 +279,10 @@ def find_experts(table: ModuleTable, language: str | None) -> list[str]:
 
 
 def _entered_by_forward(table: ModuleTable, unit: str) -> bool:
-    """False for modules the model calls through another method; their enclosing unit must own them."""
+    """False for modules the model calls through another method (a VQ tokenizer's ``encode()``, Qwen-VL's
+    ``self.visual.encode(paths)``); their enclosing unit must own them."""
     mod = table.get(unit)
-    return not (mod and _NOT_FORWARDED_CLASS.search(mod.cls))
+    return not (mod and (_NOT_FORWARDED_CLASS.search(mod.cls) or unit in table.entered_by_method))
 
 
 def _breaks_tie(table: ModuleTable, unit: str) -> bool:

@@ -76,6 +76,9 @@ class ModelFacts:
     # The child module holding the input and output embeddings where the class does not say (Ovis2's ``llm``):
     # MindSpeed-MM re-ties them after loading through get_input_embeddings(), which the plugin then delegates.
     embeddings_in: str = ""
+    # Boolean precision flags the class casts itself by in ``__init__`` (Qwen-VL's fp16/bf16/fp32 in config.json):
+    # the plugin turns them to fp32 so that the trainer's dtype governs, as for every other model.
+    precision_flags: list[str] = field(default_factory=list)
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
     memory_default: dict[str, Any] = field(default_factory=dict)
@@ -83,7 +86,8 @@ class ModelFacts:
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
         data.pop("memory_default")
-        for key in ("auto_models", "embeddings_in"):  # most models: absent, so their answers files stay as they were
+        # most models have none of these: absent, so that their answers files stay as they were
+        for key in ("auto_models", "embeddings_in", "precision_flags"):
             if not data[key]:
                 data.pop(key)
         if not with_timings:
@@ -173,6 +177,7 @@ def module_table(model: Any) -> ModuleTable:
             tied=sorted(tied),
             hidden_state_sources=hidden_state_sources(model, names),
             called_directly=called_directly(model, names),
+            entered_by_method=entered_by_method(model, names),
             no_recompute_classes=no_recompute_classes(named),
         )
 
@@ -246,6 +251,35 @@ def called_directly(model: Any, names: dict[int, str]) -> list[str]:
                 continue
             if isinstance(target, torch.nn.Module) and "." in names.get(id(target), ""):
                 found.add(names[id(target)])
+    return sorted(found)
+
+
+_METHOD_ON_CHILD = re.compile(r"self\.(\w+)\.(\w+)\(")
+
+
+def entered_by_method(model: Any, names: dict[int, str]) -> list[str]:
+    """Modules that a ``forward`` of the model's own code (not transformers' or torch's) enters through another
+    method of theirs (Qwen-VL's ``self.visual.encode(paths)``): FSDP2 gathers a unit's weights in its forward only.
+    """
+    import torch
+
+    found: set[str] = set()
+    sources: dict[type, str] = {}
+    for module in model.modules():
+        cls = type(module)
+        if cls.__module__.startswith(("torch.", "transformers.")):
+            continue
+        if cls not in sources:
+            try:
+                sources[cls] = inspect.getsource(cls.forward)
+            except (OSError, TypeError):
+                sources[cls] = ""
+        for child_name, method in _METHOD_ON_CHILD.findall(sources[cls]):
+            child = getattr(module, child_name, None)
+            function = inspect.getattr_static(type(child), method, None) if child is not None else None
+            if (isinstance(child, torch.nn.Module) and method != "forward" and inspect.isfunction(function)
+                    and not function.__qualname__.startswith("Module.") and id(child) in names):
+                found.add(names[id(child)])
     return sorted(found)
 
 
@@ -328,6 +362,18 @@ def embeddings_holder(model: Any) -> str:
         if None not in (embeddings(child, "get_input_embeddings"), embeddings(child, "get_output_embeddings")):
             return name
     return ""
+
+
+def precision_flags(cls: type, config: Any) -> list[str]:
+    """``bf16``/``fp16``/``fp32`` where the config holds them as booleans and the class's ``__init__`` casts itself
+    by them (``self.transformer.half()``): a model built in the trainer's dtype must have them off."""
+    flags = [name for name in ("bf16", "fp16", "fp32") if isinstance(getattr(config, name, None), bool)]
+    try:
+        source = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        return []
+    casts = re.search(r"\.(half|bfloat16)\(\)", source) is not None
+    return flags if len(flags) == 3 and casts else []
 
 
 def auto_models(cls: type, config: Any) -> list[str]:
@@ -502,6 +548,7 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         unused_media=unused_media_params(cls),
         auto_models=auto_models(cls, config) if own_code else [],
         embeddings_in=embeddings_holder(model) if own_code else "",
+        precision_flags=precision_flags(cls, published_config) if own_code else [],
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
     if with_processor:
@@ -514,12 +561,15 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
                              "chat template) from the model's release")
         if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
             from hooks.data.model_code import code_facts
+            from hooks.data.model_context import context_facts
             from hooks.data.model_method import method_facts
 
             try:
                 facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
                 if facts.processor.get("problems"):  # no chat()-style code: a method writing labelled samples?
                     facts.processor.update(method_facts(cls, model, model_dir, params, trust_remote_code))
+                if facts.processor.get("problems"):  # or images as file paths in a make_context() prompt?
+                    facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
             except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
                 facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                                f"{str(err)[:300]})"]

@@ -33,7 +33,7 @@ from typing import Any
 from hooks import exit_now
 
 MARKER = ".shrink.json"
-SHRINK_VERSION = 1
+SHRINK_VERSION = 2  # 2: Qwen-VL keeps its resampler width (_fix_qwen_vl)
 
 WEIGHT_SUFFIXES = (
     ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".onnx", ".npz", ".pdparams",
@@ -564,7 +564,24 @@ def _fix_vq_family(data: dict[str, Any], dims: Dims) -> None:
                 sub[key] = width
 
 
+QWEN_VL_RESAMPLER_HEAD = 128  # Qwen-VL's resampler has output_dim // 128 heads
+
+
+def _fix_qwen_vl(data: dict[str, Any], dims: Dims) -> None:
+    """Qwen-VL (remote code, ``model_type: qwen`` with a ``visual`` dict): the resampler's ``output_dim`` is the
+    LM width (its features replace the image pads' embeddings) and it has ``output_dim // 128`` heads, so the LM
+    keeps at least 128 (``kv_channels`` follows the heads)."""
+    visual = data.get("visual")
+    if not isinstance(visual, dict) or not _is_int(data.get("hidden_size")):
+        return
+    hidden = max(int(data["hidden_size"]), QWEN_VL_RESAMPLER_HEAD)
+    data["hidden_size"] = visual["output_dim"] = hidden
+    if _is_int(data.get("num_attention_heads")) and _is_int(data.get("kv_channels")):
+        data["kv_channels"] = hidden // int(data["num_attention_heads"])
+
+
 FAMILY_FIXES: dict[str, Callable[[dict[str, Any], Dims], None]] = {
+    "qwen": _fix_qwen_vl,
     "qwen2_vl": _fix_qwen2_vl,
     "gemma3": _fix_gemma3,
     "aya_vision": _fix_swiglu_projector,

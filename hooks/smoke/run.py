@@ -44,8 +44,10 @@ class SmokeInputs:
 
 
 def _model_key(model_dir: Path) -> str:
+    from hooks.model.shrink import SHRINK_VERSION
+
     config = model_dir / "config.json"
-    stamp = f"{model_dir.resolve()}:{config.stat().st_mtime_ns}"
+    stamp = f"{model_dir.resolve()}:{config.stat().st_mtime_ns}:{SHRINK_VERSION}"
     return hashlib.sha256(stamp.encode()).hexdigest()[:12]
 
 
