@@ -106,7 +106,9 @@ def one_image_call(processor: Any, fmt: dict[str, Any]) -> Any:
     else:
         token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None) or ""
         text = f"{token} Describe it."
-    return rt.call(processor, text, [image], form.one_text)
+    if form.one_text:  # one string and its images, as the model card calls it (Phi-3-vision)
+        return processor(text, [image], return_tensors="pt")
+    return processor(text=[text], images=[image], return_tensors="pt")
 
 
 def _expands(processor: Any, fmt: dict[str, Any], typed: bool = False) -> bool:
