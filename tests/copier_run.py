@@ -43,7 +43,8 @@ def template_snapshot(dest: Path) -> Path:
     copier records the template commit; a dirty working tree gets a fresh commit
     per render, so renders are compared against one stable snapshot.
     """
-    ignore = shutil.ignore_patterns(".git", "build", "__pycache__", ".pytest_cache", ".ruff_cache")
+    # never the virtual environments (make's .venv, .venv-tf5, .venv-torch27: gigabytes each)
+    ignore = shutil.ignore_patterns(".git", "build", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv*")
     shutil.copytree(TEMPLATE_ROOT, dest, ignore=ignore)
     env = {"GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
            "PATH": os.environ.get("PATH", "")}
