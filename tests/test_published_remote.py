@@ -22,6 +22,7 @@ import pytest
 
 from hooks.tiny import published
 from tests.copier_run import copy, mm_checkout
+from tests.test_render import ruff_check
 
 ROOT = Path(__file__).resolve().parent.parent
 FAMILIES = sorted(published.RELEASES)
@@ -316,6 +317,10 @@ def test_copy_with_defaults(built, family: str, mm_home: Path, tmp_path: Path) -
         assert done.returncode == 0, done.stderr[-3000:]
         assert words in done.stdout
         assert "smoke[framework] PASS" in done.stdout and "verified: loss equivalence" in done.stdout
+        generated = [dest / "mindspeed_mm/fsdp/models" / family / f"modeling_{family}.py",
+                     dest / "mindspeed_mm/fsdp/data/datasets" / family]
+        lint = ruff_check(*generated)
+        assert lint.returncode == 0, lint.stdout  # the generated plugins, as a reviewer's ruff reads them
         return
     last = (done.stderr.strip().splitlines() or [""])[-1]
     assert done.returncode != 0

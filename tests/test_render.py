@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks.render.files import md_code
+from hooks.render.files import md_code, pyrepr, width
 from tests.copier_run import commit_all, copier, copy, git_init, snapshot
 
 GENERATED = {
@@ -88,6 +88,17 @@ def _report_is_readable(report: str) -> None:
 
 def test_report_is_readable(rendered: Path) -> None:
     _report_is_readable((rendered / "examples/qwen2_5_vl/MIGRATION.md").read_text())
+
+
+def test_long_literals_stay_under_ruffs_width() -> None:
+    """A long string literal is cut into pieces that fit 120 columns as ruff counts them (a CJK character is two),
+    and the pieces join back to the string (InternVL's Chinese system message in a generated dataset plugin)."""
+    value = ("你是由上海人工智能实验室联合商汤科技开发的书生多模态大模型，"
+             "英文名叫InternVL, 是一个有用无害的人工智能助手。") * 3
+    literal = pyrepr(value, 4, 26)
+    lines = f"    conv.system_message = {literal}".splitlines()
+    assert len(lines) > 2 and max(width(line) for line in lines) <= 120
+    assert ast.literal_eval(literal) == value
 
 
 @pytest.mark.parametrize("value", ["<|im_start|>user\n{{content}}<|im_end|>\n", "", "a`b``c", "`x", "<start_of_turn>"])
@@ -168,10 +179,10 @@ def test_update_needs_no_model_dir(tiny_models, tmp_path: Path, template_src: Pa
     assert snapshot(dest) == before
 
 
-def ruff_check(path: Path) -> subprocess.CompletedProcess[str]:
+def ruff_check(*paths: Path) -> subprocess.CompletedProcess[str]:
     """ruff as run in a MindSpeed-MM checkout (mindspeed_mm is first-party there)."""
     cmd = [sys.executable, "-m", "ruff", "check", "--isolated", "--no-cache", "--select", "E,F,W,I,B,UP",
-           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']", str(path)]
+           "--line-length", "120", "--config", "lint.isort.known-first-party=['mindspeed_mm']", *map(str, paths)]
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,28 @@ from hooks import TEMPLATE_ROOT
 WIDTH = 116  # generated Python stays under ruff's 120 columns
 
 
+def width(text: str) -> int:
+    """Columns ``text`` takes on a line as ruff counts them: an East Asian wide character (InternVL's Chinese
+    system message) takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _fitting(text: str, size: int) -> int:
+    """How many leading characters of ``text`` fit in ``size`` columns."""
+    used = 0
+    for index, ch in enumerate(text):
+        used += width(ch)
+        if used > size:
+            return index
+    return len(text)
+
+
 def _chunks(text: str, size: int) -> list[str]:
-    """``text`` in pieces of at most ``size`` characters, cut after a newline or space where possible."""
+    """``text`` in pieces of at most ``size`` columns, cut after a newline or space where possible."""
     pieces = []
-    while len(text) > size:
-        cut = max(text.rfind("\n", 0, size), text.rfind(" ", 0, size)) + 1 or size
+    while width(text) > size:
+        fit = max(_fitting(text, size), 1)
+        cut = max(text.rfind("\n", 0, fit), text.rfind(" ", 0, fit)) + 1 or fit
         pieces.append(text[:cut])
         text = text[cut:]
     return [*pieces, text] if text else pieces
@@ -34,7 +52,7 @@ def pyrepr(value: Any, indent: int = 0, start: int | None = None) -> str:
     ``indent``: a string too long for it becomes implicitly joined pieces, a long list one item per line."""
     text = repr(value)
     start = indent if start is None else start
-    if len(text) + start <= WIDTH:
+    if width(text) + start <= WIDTH:
         return text
     inner = " " * (indent + 4)
     if isinstance(value, str):
