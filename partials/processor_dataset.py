@@ -351,6 +351,15 @@ def _prompt_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str
     return sample
 
 
+def _images_first(turns: list[tuple[str, str]], count: int, mark: str) -> list[tuple[str, str]]:
+    """Turns whose text marks no image get ``count`` marks at the start of the first user turn, as the models'
+    own ``chat()`` and model cards put unmarked images (``mark``: the mark and what follows it)."""
+    if not count or any(IMAGE_PLACEHOLDER in text for _, text in turns):
+        return turns
+    first = next(i for i, (role, _) in enumerate(turns) if role == "user")
+    return [*turns[:first], ("user", mark * count + turns[first][1]), *turns[first + 1:]]
+
+
 def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]],
                  images: list[Any]) -> dict[str, Any]:
     """The model's conversation over the turns, each image mark replaced by its tiles' image text (unmarked
@@ -360,10 +369,7 @@ def _code_sample(code: ModelCode, fmt: SampleFormat, turns: list[tuple[str, str]
     pixels = [code_tiles(code, fmt, image) for image in images]
     start, context, end = fmt.image_text
     image_texts = [start + context * (fmt.per_tile * tiles.shape[0]) + end for tiles in pixels]
-    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
-        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
-        turns = [*turns[:first], ("user", (IMAGE_PLACEHOLDER + "\n") * len(images) + turns[first][1]),
-                 *turns[first + 1:]]
+    turns = _images_first(turns, len(images), IMAGE_PLACEHOLDER + "\n")
 
     def tokens(upto: int, open_answer: bool = False, through: bool = False) -> Any:
         conv = code.conversation()
@@ -399,10 +405,7 @@ def _method_sample(code: ModelMethod, fmt: SampleFormat, turns: list[tuple[str, 
     turn, one mark and a newline each, as its model card writes a query); its labels as it writes them."""
     import torch
 
-    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
-        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
-        turns = [*turns[:first], ("user", (IMAGE_PLACEHOLDER + "\n") * len(images) + turns[first][1]),
-                 *turns[first + 1:]]
+    turns = _images_first(turns, len(images), IMAGE_PLACEHOLDER + "\n")
     role_key, text_key = fmt.turn_keys
     names = dict(zip(("system", "user", "assistant"), fmt.roles, strict=True))
     conversation = [{role_key: names[role], text_key: text} for role, text in turns]
@@ -421,9 +424,7 @@ def _context_sample(code: ModelContext, fmt: SampleFormat, turns: list[tuple[str
     of turn; every answer and its end of turn trained, each checked against the next turn's context."""
     import torch
 
-    if images and not any(IMAGE_PLACEHOLDER in text for _, text in turns):
-        first = next(i for i, (role, _) in enumerate(turns) if role == "user")
-        turns = [*turns[:first], ("user", IMAGE_PLACEHOLDER * len(images) + turns[first][1]), *turns[first + 1:]]
+    turns = _images_first(turns, len(images), IMAGE_PLACEHOLDER)
     files = iter([image_file(image, code.image_dir) for image in images])
     system = turns[0][1] if turns and turns[0][0] == "system" else fmt.system_message
     pairs: list[tuple[str, str]] = []
