@@ -22,9 +22,11 @@ Running ``chat()`` needs the user's remote-code consent, which the probe has alr
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -89,9 +91,24 @@ def find_function(modules: list[ModuleType], name: str) -> Any | None:
     return None
 
 
+@contextlib.contextmanager
+def recording(model: Any, record: Any) -> Iterator[None]:
+    """``model.forward`` and ``model.generate`` replaced by ``record`` and ``model.device`` reading CPU (``chat()``
+    moves its ids to ``model.device``: the weightless build's meta would lose them), restored afterwards."""
+    import torch
+
+    cls = type(model)
+    model.forward = model.generate = record
+    model.__class__ = type(cls.__name__, (cls,), {"device": property(lambda _self: torch.device("cpu"))})
+    try:
+        yield
+    finally:
+        del model.forward, model.generate
+        model.__class__ = cls
+
+
 def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -> ChatCall:
     """Run the model's own ``chat()`` up to the model call, on ``model`` (built without weights)."""
-    import torch
 
     calls: dict[str, Any] = {}
     conversations: list[tuple[str | None, Any]] = []
@@ -109,20 +126,16 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
         return conv
 
     before = {k: v for k, v in vars(model).items() if not k.startswith("_")}
-    model.forward = model.generate = record
-    cls = type(model)  # chat() moves its ids to model.device: the weightless build's meta would lose them
-    model.__class__ = type(cls.__name__, (cls,), {"device": property(lambda _self: torch.device("cpu"))})
     if original is not None:
         setattr(chat_module, CONVERSATION_FUNCTION, conversation)
     params = inspect.signature(model.chat).parameters
     extra = {"generation_config": {"max_new_tokens": 1}} if "generation_config" in params else {}
     try:
-        model.chat(tokenizer, pixel_values, question, **extra)
+        with recording(model, record):
+            model.chat(tokenizer, pixel_values, question, **extra)
     except _Recorded:
         pass
     finally:
-        del model.forward, model.generate
-        model.__class__ = cls
         if original is not None:
             setattr(chat_module, CONVERSATION_FUNCTION, original)
     if "input_ids" not in calls:

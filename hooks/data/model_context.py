@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import first_difference
-from hooks.data.model_code import code_modules, find_function
+from hooks.data.model_code import code_modules, find_function, recording
 
 CONTEXT_FUNCTION, LIST_FORMAT = "make_context", "from_list_format"
 IGNORE = -100
@@ -45,26 +45,19 @@ def with_generation_config(model: Any, model_dir: Path) -> Any:
 
 def record_chat(model: Any, tokenizer: Any, query: str) -> list[int]:
     """The ids the model's own ``chat(tokenizer, query, history=None)`` hands to ``generate``."""
-    import torch
-
     calls: dict[str, Any] = {}
 
     def record(*args: Any, **kwargs: Any) -> Any:
         calls["input_ids"] = args[0] if args else kwargs["input_ids"]
         raise _Recorded
 
-    model.generate = record
-    cls = type(model)  # chat() moves its ids to model.device: the weightless build's meta would lose them
-    model.__class__ = type(cls.__name__, (cls,), {"device": property(lambda _self: torch.device("cpu"))})
     try:
-        model.chat(tokenizer, query, history=None)
+        with recording(model, record):
+            model.chat(tokenizer, query, history=None)
     except _Recorded:
         pass
-    finally:
-        del model.generate
-        model.__class__ = cls
     if "input_ids" not in calls:
-        raise ValueError(f"{cls.__name__}.chat() returned without calling generate")
+        raise ValueError(f"{type(model).__name__}.chat() returned without calling generate")
     return calls["input_ids"][0].tolist()
 
 
