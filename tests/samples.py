@@ -128,3 +128,20 @@ def tiny_sample(model_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
     assert len(processor.tokenizer) <= text.vocab_size < len(processor.tokenizer) + 128
     return config, processor, batch
 
+
+
+def template_on_tokenizer(model_dir: Path, dest: Path) -> Path:
+    """``model_dir`` laid out as releases made before processors carried a chat template: the template in
+    tokenizer_config.json only (no chat_template.jinja/.json), so the processor loads without one."""
+    if not dest.is_dir():
+        shutil.copytree(model_dir, dest)
+        template = ""
+        for name in ("chat_template.jinja", "chat_template.json"):
+            if (dest / name).is_file():
+                text = (dest / name).read_text(encoding="utf-8")
+                template = json.loads(text)["chat_template"] if name.endswith(".json") else text
+                (dest / name).unlink()
+        config = json.loads((dest / "tokenizer_config.json").read_text(encoding="utf-8"))
+        config["chat_template"] = template or config["chat_template"]
+        (dest / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return dest

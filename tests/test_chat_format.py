@@ -138,3 +138,40 @@ def test_video_expansion_takes_the_clips_frame_rate(arch: str, processors) -> No
     assert len(proc.tokenizer(text, add_special_tokens=False)["input_ids"]) > 4, text
     if arch == "qwen3_vl":
         assert "<0.2 seconds>" in text and "<1.2 seconds>" in text, text
+
+
+# --- a chat template on the tokenizer only (issue 21, deliverable 4) -----------------------------------------
+
+STRING_ONLY = ("{% for message in messages %}{{ '<|' + message['role'] + '|>\\n' + message['content'] + '<|end|>\\n' }}"
+               "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}")  # Phi-3's form
+
+
+def test_a_template_kept_on_the_tokenizer_only_gives_the_same_slots(tiny_models, processors, tmp_path) -> None:
+    """Releases that keep the template in tokenizer_config.json: branch b reads it off the tokenizer."""
+    from transformers import AutoProcessor
+
+    from hooks.data.media import data_format
+    from hooks.data.records import sample_format
+    from tests.samples import template_on_tokenizer
+
+    moved = AutoProcessor.from_pretrained(str(template_on_tokenizer(tiny_models("qwen2_5_vl"), tmp_path / "tok")))
+    assert not moved.chat_template and moved.tokenizer.chat_template
+    form = sample_format(moved)
+    assert form == {"kind": "chat", "end_of_turn": "<|im_end|>", "template_on": "tokenizer"}
+    params = ["input_ids", "attention_mask", "pixel_values", "image_grid_thw"]
+    base = processors("qwen2_5_vl")
+    assert data_format(moved, params, form) == data_format(base, params, sample_format(base))
+
+
+def test_a_string_only_template_gets_string_content(processors) -> None:
+    """A template that concatenates ``message['content']`` is fed strings; images are the processor's mark."""
+    import copy
+
+    tokenizer = copy.deepcopy(processors("qwen2_5_vl").tokenizer)
+    tokenizer.chat_template = STRING_ONLY
+    fmt = derive_for(tokenizer, tokenizer, "<image>")
+    assert fmt.string_roles == ["user", "assistant", "system"] and fmt.expressible, fmt.problems
+    assert (fmt.user_pre, fmt.user_post, fmt.image_item) == ("<|user|>\n", "<|end|>\n<|assistant|>\n", "<image>\n")
+    numbered = derive_for(tokenizer, tokenizer, "<|image_{n}|>")
+    assert any("numbered ('<|image_1|>', '<|image_2|>'" in p for p in numbered.problems)
+    assert not derive_for(tokenizer, tokenizer).expressible  # no mark: no way to write an image

@@ -69,6 +69,23 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     assert "prestarted" in log.read_text().splitlines()[0]
 
 
+def test_branch_b_from_a_template_on_the_tokenizer_only(checkout: Path, tiny_models, template_src: Path,
+                                                        tmp_path: Path) -> None:
+    """Releases that keep the chat template in tokenizer_config.json (issue 21, deliverable 4): branch b derives
+    its template from the tokenizer's, parity checks it against that template and the processor, and it trains."""
+    from tests.samples import template_on_tokenizer
+
+    folder = template_on_tokenizer(tiny_models("qwen2_5_vl"), tmp_path / "qwen2_5_vl_tokenizer_template")
+    model_id = "tok_template_b"
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=folder,
+                data_branch="b")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "data parity: MATCH" in done.stdout and "smoke[framework] PASS" in done.stdout, done.stdout[-3000:]
+    assert "verified: loss equivalence: step-1 loss" in done.stdout
+    template = checkout / "mindspeed_mm/fsdp/models" / model_id
+    assert "<|im_start|>user" in "".join(p.read_text() for p in template.glob("*.py"))
+
+
 CONFIG_LOADER = textwrap.dedent("""
     import sys
     from mindspeed_mm.config.config_manager import ConfigManager

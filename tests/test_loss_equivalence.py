@@ -165,3 +165,23 @@ def test_the_clean_scaffold_verifies_the_objective(scaffold: Path) -> None:
     done = _smoke(scaffold)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout and "relative error" in done.stdout
+
+
+def test_dropout_is_off_in_both_the_smoke_and_the_reference() -> None:
+    """Random drops differ between processes: both sides run without dropout, the config unchanged."""
+    import torch
+
+    from hooks.smoke.reference import dropout_off
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.1)
+            self.attention_dropout = 0.2  # read by transformers' attention in training mode
+            self.layerdrop = 0.05
+            self.scale = 0.5  # not a dropout
+
+    model = torch.nn.Sequential(Block(), torch.nn.Dropout(0.0))
+    assert sorted(dropout_off(model)) == ["0.attention_dropout=0.2", "0.drop=0.1", "0.layerdrop=0.05"]
+    assert model[0].drop.p == 0.0 and model[0].attention_dropout == 0.0 and model[0].scale == 0.5
+    assert dropout_off(model) == []

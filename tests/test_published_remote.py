@@ -166,6 +166,29 @@ def test_phi3_sample_format_is_read_off_its_processor(built) -> None:
     assert processor.tokenizer.decode(ids[labels != -100]).replace(" ", "") == "Red.<|end|>\nBlue.<|end|>\n"
 
 
+def test_phi3_branch_b_reads_the_tokenizer_template_and_names_why_it_is_not_slots(built) -> None:
+    """Branch b reads the tokenizer's template with string content (issue 21, deliverable 4): the slots are the
+    model's, and the numbered image marks are the one thing a slot cannot write; -d data_branch=b says so."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.data.media import data_format
+    from hooks.data.records import sample_format
+    from hooks.render.copier_ext import branch_error
+
+    processor = AutoProcessor.from_pretrained(built("phi3_vision_128k"), trust_remote_code=True)
+    found = data_format(processor, ["input_ids", "pixel_values", "image_sizes"], sample_format(processor))
+    chat = found["chat"]
+    assert chat["string_roles"] == ["user", "assistant", "system"]
+    assert (chat["user_pre"], chat["user_post"], chat["end_of_turn"]) == ("<|user|>\n", "<|end|>\n<|assistant|>\n",
+                                                                          "<|end|>")
+    assert len(chat["problems"]) == 1 and "numbered ('<|image_1|>', '<|image_2|>'" in chat["problems"][0]
+    message = branch_error("b", {"model_type": "phi3_v", "processor": {"data_format": found}})
+    assert message.startswith("data_branch: b derives a template") and "numbered" in message and "answer c" in message
+
+
 def test_ovis2_method_is_read_off_its_model(built) -> None:
     """Ovis2's release: no processor class, no chat(); its own ``preprocess_inputs(..., return_labels=True)`` (the
     card's call) writes labelled samples in ShareGPT form. The plugin's runtime calls it on the model built without

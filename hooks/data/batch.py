@@ -477,7 +477,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
             own = own_inputs(processor, [[{"role": "user", "content": [
                 {"type": "video", "video": video_clip(config, work / "clip.mp4")},
                 {"type": "text", "text": VIDEO[2][0][1]}]}, {"role": "assistant", "content": [
-                    {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.get("string_roles", []))
+                    {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.get("string_roles", []),
+                spec.get("sample_format"))
             ours = batches[-2][1]
             if isinstance(ours, Exception):
                 payload = _could_not("video", ours)

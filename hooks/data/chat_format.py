@@ -159,19 +159,27 @@ class _Sentinels:
         return self.render(self.conv(*turns), generation)
 
 
+def _reads_list(render: Render, conv: list[Message], sentinel: str) -> bool:
+    """Whether the template writes ``sentinel`` from typed (list) content, neither failing nor printing a repr."""
+    try:
+        rendered = render(conv, False)
+    except Exception:  # noqa: BLE001 - some templates reject list content for a role: use strings
+        return False
+    return sentinel in rendered and f"'text': '{sentinel}'" not in rendered
+
+
 def content_forms(render: Render) -> list[str]:
-    """Roles whose content the template renders verbatim only as a plain string (GLM-4.1V's assistant)."""
+    """Roles whose content the template renders verbatim only as a plain string (GLM-4.1V's assistant; every
+    role of a template written for string content, as Phi-3's and InternVL2's tokenizer templates are)."""
     string_roles = []
-    user = {"role": "user", "content": _text(U1)}
+    user: Message = {"role": "user", "content": _text(U1)}
+    if not _reads_list(render, [user], U1):
+        string_roles.append("user")
+        user = {"role": "user", "content": U1}
     for role, sentinel in (("assistant", A1), ("system", SYS)):
         conv = [user, {"role": role, "content": _text(sentinel)}] if role == "assistant" else [
             {"role": role, "content": _text(sentinel)}, user]
-        try:
-            rendered = render(conv, False)
-        except Exception:  # noqa: BLE001 - some templates reject list content for a role: use strings
-            string_roles.append(role)
-            continue
-        if sentinel not in rendered or f"'text': '{sentinel}'" in rendered:
+        if not _reads_list(render, conv, sentinel):
             string_roles.append(role)
     return string_roles
 
@@ -346,14 +354,30 @@ def _media(fmt: ChatFormat, s: _Sentinels, kind: str) -> None:
     setattr(fmt, f"{kind}_item", written)
 
 
-def derive_for(owner: Any) -> ChatFormat | None:
-    """``derive`` on a processor's (or tokenizer's) own chat template; None when it has none."""
+def derive_for(owner: Any, tokenizer: Any = None, image_mark: str = "") -> ChatFormat | None:
+    """``derive`` on a processor's (or its tokenizer's) own chat template; None when it has none.
+
+    ``image_mark``: a template that reads string content writes no image item itself; the model's own
+    recipe writes the processor's mark into the text (``hooks.data.records.sample_format``), so that mark
+    and its newline are the item, as long as it is one fixed text (Phi-3-vision numbers its marks).
+    """
     if not getattr(owner, "chat_template", None):
         return None
-    tokenizer = getattr(owner, "tokenizer", owner)
+    tokenizer = tokenizer or getattr(owner, "tokenizer", owner)
     special = [*tokenizer.all_special_tokens, *tokenizer.get_added_vocab()]
 
     def render(messages: list[Message], generation: bool) -> str:
         return owner.apply_chat_template(messages, add_generation_prompt=generation, tokenize=False)
 
-    return derive(render, bos_token=tokenizer.bos_token, special_tokens=special)
+    fmt = derive(render, bos_token=tokenizer.bos_token, special_tokens=special)
+    if "user" in fmt.string_roles and fmt.expressible:
+        if not image_mark:
+            fmt.problems.append("the chat template reads string content only and the processor has no image mark "
+                                "to write into it")
+        elif "{n}" in image_mark:
+            marks = ", ".join(repr(image_mark.format(n=n)) for n in (1, 2))
+            fmt.problems.append(f"the chat template reads string content only and the processor's image marks are "
+                                f"numbered ({marks}, ...), which one template slot cannot write")
+        else:
+            fmt.image_item = image_mark.format() + "\n"  # as records.as_template_reads writes it
+    return fmt

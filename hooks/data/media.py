@@ -90,20 +90,26 @@ def runtime_source() -> str:
     return Path(RUNTIME).read_text(encoding="utf-8")
 
 
-def data_format(processor: Any, forward_params: list[str]) -> dict[str, Any] | None:
-    """The model's chat format (slots) and media facts, frozen into the model facts; None without a template."""
+def data_format(processor: Any, forward_params: list[str], form: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The model's chat format (slots) and media facts, frozen into the model facts; None without a template.
+
+    ``form``: how the model's own recipe renders a chat (``hooks.data.records.sample_format``): a template on
+    the tokenizer only (a release that keeps it in tokenizer_config.json) is read off the tokenizer, string
+    content with the processor's image mark written into it, and compared with that recipe."""
     from hooks.data.chat_format import derive_for
 
-    chat = derive_for(processor)
+    form = form if (form or {}).get("kind") == "chat" else {}
+    owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
+    chat = derive_for(owner, processor.tokenizer, form.get("image_mark", ""))
     if chat is None:
         return None
-    chat.bos_from_tokenizer = bos_from_tokenizer(processor)
+    chat.bos_from_tokenizer = bos_from_tokenizer(processor, form, chat.string_roles)
     chat.whole_text = chat.expressible and slots_tokenize_apart(chat, processor.tokenizer)
     facts: dict[str, Any] = {"chat": chat.to_dict(), "media": None}
     if chat.image_item and chat.expressible:
         try:
             facts["media"] = media_facts(processor, facts["chat"], forward_params)
-            problem = expansion_problem(processor, facts["chat"], facts["media"])
+            problem = expansion_problem(processor, facts["chat"], facts["media"], form=form)
         except Exception as err:  # noqa: BLE001 - the processor cannot expand its own item: branch b cannot either
             problem = (f"the processor does not expand the template's image item {chat.image_item!r} "
                        f"({type(err).__name__}: {err})")
@@ -112,17 +118,23 @@ def data_format(processor: Any, forward_params: list[str]) -> dict[str, Any] | N
     return facts
 
 
-def bos_from_tokenizer(processor: Any) -> bool:
+def bos_from_tokenizer(processor: Any, form: dict[str, Any] | None = None, string_roles: list[str] = ()) -> bool:
     """Whether the model's own tokenization adds a BOS that its chat template does not write.
 
     ``ProcessorMixin.apply_chat_template(tokenize=True)`` lets the tokenizer add special tokens
     unless the rendered text already starts with the BOS; the data path must then add it too.
+    A template on the tokenizer only is rendered, then tokenized as the model's recipe does (``own_inputs``).
     """
     tokenizer = processor.tokenizer
     conversation = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
-    text = processor.apply_chat_template(conversation, tokenize=False)
-    ids = processor.apply_chat_template(conversation, tokenize=True, return_dict=True,
-                                        return_tensors="pt")["input_ids"][0].tolist()
+    if (form or {}).get("template_on") == "tokenizer":
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}] if "user" in string_roles
+                                             else conversation, tokenize=False)
+        ids = own_inputs(processor, [conversation], list(string_roles), form)["input_ids"][0].tolist()
+    else:
+        text = processor.apply_chat_template(conversation, tokenize=False)
+        ids = processor.apply_chat_template(conversation, tokenize=True, return_dict=True,
+                                            return_tensors="pt")["input_ids"][0].tolist()
     bos = tokenizer.bos_token_id
     return bool(bos is not None and ids and ids[0] == bos and not text.startswith(tokenizer.bos_token or "\0"))
 
@@ -174,7 +186,7 @@ def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string
 
 
 def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any],
-                      sizes: tuple[tuple[int, int], ...] = ((96, 48),)) -> str:
+                      sizes: tuple[tuple[int, int], ...] = ((96, 48),), form: dict[str, Any] | None = None) -> str:
     """Why the data path's text for one image-first turn (media expanded in place by ``processor_media``)
     does not tokenize to the processor's own ids ("" if it does)."""
     from hooks.data.chat_format import ChatFormat
@@ -190,7 +202,7 @@ def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any
     turns = [{"role": "user", "content": [*({"type": "image", "image": i} for i in images),
                                           {"type": "text", "text": "Describe."}]},
              {"role": "assistant", "content": [{"type": "text", "text": "Red."}]}]
-    own = own_inputs(processor, [turns], fmt.string_roles)["input_ids"][0].tolist()
+    own = own_inputs(processor, [turns], fmt.string_roles, form)["input_ids"][0].tolist()
     if ids == own:
         return ""
     at = first_difference(ids, own)

@@ -288,22 +288,24 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
     facts, model_dir = answers["model_facts"], Path(answers["model_path"]).resolve()
     spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     tried: list[tuple[Candidate, ParityResult]] = []
-    scratch = Path(tempfile.mkdtemp(prefix="msmm-candidates-"))
-    if in_process:
-        _enter_framework(dest, mindspeed_home, scratch)
-    for candidate in candidates(facts, answers["model_id"]):
-        config = candidate_config(scratch, candidate, answers, dest)
-        key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, scratch), spec, answers["python"])
-        result = _load_cached(key)
-        if result is None:
-            result = (_result(_check_here(config, model_dir, spec)) if in_process else
-                      run_check(dest, model_dir, config, spec, python=answers["python"],
-                                mindspeed_home=mindspeed_home, scratch=scratch))
-            _store(key, result)
-        result.candidate = candidate.label()
-        tried.append((candidate, result))
-        if result.ok or result.environment:  # an interpreter that cannot run the framework fails every candidate
-            break
+    with tempfile.TemporaryDirectory(prefix="msmm-candidates-") as tmp:  # candidate YAMLs and plugins
+        scratch = Path(tmp)
+        if in_process:
+            _enter_framework(dest, mindspeed_home, scratch)
+        for candidate in candidates(facts, answers["model_id"]):
+            config = candidate_config(scratch, candidate, answers, dest)
+            key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, scratch), spec,
+                             answers["python"])
+            result = _load_cached(key)
+            if result is None:
+                result = (_result(_check_here(config, model_dir, spec)) if in_process else
+                          run_check(dest, model_dir, config, spec, python=answers["python"],
+                                    mindspeed_home=mindspeed_home, scratch=scratch))
+                _store(key, result)
+            result.candidate = candidate.label()
+            tried.append((candidate, result))
+            if result.ok or result.environment:  # an interpreter that cannot run the framework fails every one
+                break
     return {"candidates": [{**asdict(c), "label": c.label(), "verdict": r.verdict, "evidence": r.headline()}
                            for c, r in tried],
             "recommended": recommend(facts, tried)}

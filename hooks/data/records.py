@@ -44,12 +44,17 @@ def runtime() -> ModuleType:
 def sample_format(processor: Any) -> dict[str, Any]:
     """How ``processor`` makes a training sample: ``chat``, ``suffix`` or ``prompt`` (with its end of turn)."""
     own_token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None)
-    if getattr(processor, "chat_template", None) or (getattr(processor.tokenizer, "chat_template", None)
-                                                      and not own_token):
-        # A template on the tokenizer only (Phi-3-vision) is the prompt format where the processor has no image
-        # token to write a prompt with; Chameleon's has one (its tokenizer's template writes no end of turn).
-        form = _chat_call(processor, {} if getattr(processor, "chat_template", None) else {"template_on": "tokenizer"})
-        return {"kind": "chat", "end_of_turn": _chat_end_of_turn(processor, form) if form else "", **form}
+    if getattr(processor, "chat_template", None):
+        return {"kind": "chat", "end_of_turn": "", **_chat_call(processor, {})}
+    if getattr(processor.tokenizer, "chat_template", None):
+        # A template on the tokenizer only is the prompt format where the processor has no image token to write a
+        # prompt with (Phi-3-vision), or where it takes the image and closes each answer with an end of turn (a
+        # release that keeps the processor's template in tokenizer_config.json); a text-only template that writes
+        # no end of turn (Chameleon's tokenizer) leaves the processor's own prompt convention.
+        form = _chat_call(processor, {"template_on": "tokenizer"})
+        end = _chat_end_of_turn(processor, form)
+        if not own_token or (end and _expands(processor, form, typed=not form.get("image_mark"))):
+            return {"kind": "chat", "end_of_turn": end, **form}
     call = type(processor).__call__
     if "suffix" in inspect.signature(call).parameters or "suffix" in inspect.getsource(call):
         return {"kind": "suffix", "end_of_turn": ""}  # PaliGemma: the processor labels the answer itself

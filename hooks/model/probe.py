@@ -470,7 +470,7 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
         facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len
         from hooks.data.media import data_format
 
-        facts["data_format"] = data_format(proc, forward_params or [])
+        facts["data_format"] = data_format(proc, forward_params or [], facts["sample_format"])
     except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
         facts["error"] = f"{type(err).__name__}: {err}"
     return facts

@@ -144,6 +144,7 @@ def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrappe
                     _write(out, {"weights": check_weights(self.model, Path(spec["model_dir"]))})
                 except Exception as err:  # noqa: BLE001 - reported, judged by the settings check
                     _write(out, {"weights": {"error": f"{type(err).__name__}: {err}", "checked": [], "mismatch": []}})
+                _dropout_off(self, out)
                 _measure_after_first_step(self, out)
                 _observe_memory(self, out)  # issue 23: hooks.smoke.memory_check
             return train_step(self, *args, **kwargs)
@@ -183,9 +184,7 @@ def _measure_after_first_step(engine: Any, out: Path) -> None:
         result = step(*args, **kwargs)
         optimizer.step = step
         try:
-            root = str(Path(__file__).resolve().parents[3])  # this repository, for hooks.model.memory
-            if root not in sys.path:
-                sys.path.append(root)
+            _hooks_importable()
             from hooks.model.memory import measure_rank
 
             _write(out, {"shards": measure_rank(engine.model, optimizer)})
@@ -194,6 +193,24 @@ def _measure_after_first_step(engine: Any, out: Path) -> None:
         return result
 
     optimizer.step = measured_step
+
+
+def _hooks_importable() -> None:
+    root = str(Path(__file__).resolve().parents[3])  # this repository
+    if root not in sys.path:
+        sys.path.append(root)
+
+
+def _dropout_off(engine: Any, out: Path) -> None:
+    """The smoke trains without dropout, as the loss reference computes (``hooks.smoke.reference.dropout_off``:
+    random drops differ between processes); what was set to 0 is recorded."""
+    try:
+        _hooks_importable()
+        from hooks.smoke.reference import dropout_off
+
+        _write(out, {"dropout_off": dropout_off(engine.model)})
+    except Exception as err:  # noqa: BLE001 - the loss comparison then says why it differs
+        _write(out, {"dropout_off": {"error": f"{type(err).__name__}: {err}"}})
 
 
 def _observe_memory(engine: Any, out: Path) -> None:
