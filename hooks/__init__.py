@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent  # this repository: the copier template and hooks/
+# Set by the copy when an interactive copier showed the probe's findings above the data-branch question, so the
+# post-generation task (hooks.report.postgen) need not repeat them.
+FINDINGS_SHOWN = "MSMM_FINDINGS_SHOWN"
 
 
 def env_with_hooks(base: dict[str, str] | None = None) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 For every ``.copier-answers/<model_id>.yml`` in the checkout, without training (fit for a fork's CI):
 
-1. **settings**: the model's YAML against the checkout's live settings schema (``hooks.render.checkout``):
+1. **settings**: the model's YAML against the checkout's live settings schema (``hooks.framework.checkout``):
    unknown keys (the trainer accepts them silently and goes on without them), moved keys (recompute and
    ``loss_cfg`` where this checkout does not read them; a key that exists at another place), deprecated keys.
    Only the settings sections are checked (``model``, ``parallel``, ``training``, ``features``, ``tools`` and
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import env_with_hooks
-from hooks.render import checkout
+from hooks.framework import checkout
 
 ANSWERS_DIR = ".copier-answers"
 LEVELS = ("error", "warning", "info")

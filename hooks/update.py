@@ -6,7 +6,7 @@ A command around ``copier update``, for three things copier does not do by itsel
 
 * **Framework facts.** copier renders the old and the new template version in temporary folders, where the
   checkout's framework files are absent: facts read there are the pinned ones, so after a framework upgrade an
-  update would change nothing. This command reads the facts from the checkout (``hooks.render.checkout``) and
+  update would change nothing. This command reads the facts from the checkout (``hooks.framework.checkout``) and
   passes them as the ``framework`` answer: copier's replay of the old version uses the facts recorded at the
   last copy or update, the new render the live ones, and its 3-way merge keeps the user's edits.
 * **Several models.** copier refuses a dirty tree, and after one model's update the tree is dirty. The updates
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hooks import env_with_hooks
-from hooks.render import checkout
+from hooks.framework import checkout
 
 ANSWERS_DIR = ".copier-answers"
 _GIT_ID = ["-c", "user.name=msmm-migrate", "-c", "user.email=msmm-migrate@localhost", "-c", "commit.gpgsign=false"]

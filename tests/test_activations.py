@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from hooks.model.saved import measure_in_process
+from hooks.smoke.memory_check import measure_in_process
 from tests.test_framework import CI_SUBSET
 
 TOLERANCE = 0.15

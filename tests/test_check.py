@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from hooks import check, env_with_hooks
-from hooks.render import checkout
+from hooks.framework import checkout
 
 PARAMS = '''
 from dataclasses import dataclass, field

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks.render import checkout
+from hooks.framework import checkout
 from tests.copier_run import commit_all, copy, git_init
 
 TEMPLATES = '''from x import _register_template

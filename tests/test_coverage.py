@@ -51,7 +51,7 @@ def test_probe_cli_stops_florence2_in_one_line(tmp_path: Path) -> None:
     from transformers import Florence2Config
 
     (tmp_path / "config.json").write_text(Florence2Config().to_json_string())
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(tmp_path), "--json"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(tmp_path), "--json"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [

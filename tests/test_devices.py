@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks.smoke.framework import BRIDGES_DIR, smoke_ranks, world_size_one_note
+from hooks.framework.environment import BRIDGES_DIR, smoke_ranks, world_size_one_note
 from tests.test_trainer_run import _fake_framework
 
 

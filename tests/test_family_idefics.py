@@ -142,7 +142,7 @@ def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
     from hooks.model.matching import module_name_match
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan
@@ -159,7 +159,7 @@ def test_mllama_mixed_layer_list_is_one_block_container(tiny_models) -> None:
     """Self- and cross-attention decoder layers share ``language_model.layers``: one unit per layer."""
     from transformers import AutoModelForImageTextToText
 
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     model = AutoModelForImageTextToText.from_pretrained(tiny_models("mllama"))
     kinds = [type(layer).__name__ for layer in model.model.language_model.layers]

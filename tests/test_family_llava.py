@@ -100,7 +100,7 @@ def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
     from hooks.model.matching import module_name_match
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan

@@ -112,7 +112,7 @@ def test_plan(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
     from hooks.model.matching import module_name_match
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     facts = probe(tiny_models(arch))
     plan = facts.plan
@@ -138,7 +138,7 @@ def test_recompute_targets_take_past_key_values(arch: str, tiny_models) -> None:
     from transformers import AutoModelForImageTextToText
 
     from hooks.model.matching import module_name_match
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     plan = probe(tiny_models(arch), with_processor=False).plan
     model = AutoModelForImageTextToText.from_pretrained(tiny_models(arch))

@@ -97,7 +97,7 @@ CONFIG_LOADER = textwrap.dedent("""
 
 
 def test_generated_yaml_loads_with_mindspeed_config_loader(checkout: Path, tiny_models, template_src: Path) -> None:
-    from hooks.smoke.framework import framework_env
+    from hooks.framework.environment import framework_env
 
     model_id = "yaml_check"
     done = copy(checkout, template=template_src, model_id=model_id, model_path=tiny_models("qwen2_5_vl"))

@@ -16,6 +16,7 @@ import pytest
 import hooks.model.probe as probe_mod
 from hooks.model.matching import module_name_match
 from hooks.model.plan import ModuleTable, unit_owners
+from hooks.probe import probe
 from tests.conftest import FULL_CONFIGS
 
 NAMES = sorted(p.name for p in FULL_CONFIGS.iterdir() if (p / "config.json").is_file())
@@ -79,7 +80,7 @@ def probed() -> dict[str, tuple[probe_mod.ModelFacts, ModuleTable]]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(probe_mod, "module_table", capturing)
         for name in NAMES:
-            facts = probe_mod.probe(FULL_CONFIGS / name, with_processor=False, trained_submodule=TRAINED.get(name))
+            facts = probe(FULL_CONFIGS / name, with_processor=False, trained_submodule=TRAINED.get(name))
             results[name] = (facts, tables[-1])
     return results
 

@@ -1,4 +1,4 @@
-"""The hooks/ tree keeps its shape: no import circles, fixtures apart from the pipeline.
+"""The hooks/ tree keeps its shape: imports follow the pipeline, no circles, fixtures apart.
 
 Imports are read from the source (function-level ones included, since the hooks import heavy
 modules lazily), so a circle that only closes at run time is still found.
@@ -74,10 +74,69 @@ def test_pipeline_does_not_import_the_test_and_demo_fixtures() -> None:
     assert {u for u in users if not u.startswith("hooks.tiny")} <= {"hooks.demo"}
 
 
+STAGES = ("model", "data", "render", "smoke", "report")  # facts and plans -> data path -> render -> smoke -> report
+SHARED = ("hooks.compat", "hooks.lifetime", "hooks.framework")  # any stage may use them (and the package root)
+COMMANDS = ("hooks.probe", "hooks.check", "hooks.update", "hooks.demo")  # whole-pipeline commands: they compose stages
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    return STAGES.index(parts[1]) if len(parts) > 1 and parts[1] in STAGES else None
+
+
+def _is(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in names)
+
+
+def back_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Imports against the pipeline: a stage importing a later stage or a command, shared code importing either."""
+    found = []
+    for module, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            if _is(module, COMMANDS) or _is(module, ("hooks.tiny",)) or dep == "hooks" or _is(dep, ("hooks.tiny",)):
+                continue
+            if _is(dep, COMMANDS):
+                found.append(f"{module} -> {dep} (a command)")
+            elif (module == "hooks" or _is(module, SHARED)) and _stage(dep) is not None:
+                found.append(f"{module} -> {dep} (shared code importing a stage)")
+            elif _stage(module) is not None and _stage(dep) is not None and _stage(dep) > _stage(module):
+                found.append(f"{module} -> {dep} (a later stage)")
+    return found
+
+
+def test_imports_follow_the_pipeline() -> None:
+    """model facts -> plans (model/) -> data path (data/) -> render (render/) -> smoke (smoke/) -> report (report/):
+    each stage imports only earlier stages and shared code (``framework``: the target checkout, ``compat``,
+    ``lifetime``); the commands (``probe``, ``check``, ``update``, ``demo``) are the only modules that put stages
+    together. Read off the source, function-body imports included."""
+    assert not back_edges(import_graph()), "\n".join(back_edges(import_graph()))
+
+
+def test_a_back_edge_is_caught() -> None:
+    """The check above is not vacuous: an import of a later stage from a function body fails it."""
+    graph = import_graph()
+    graph["hooks.model.plan"] = {*graph["hooks.model.plan"], "hooks.data.candidates"}
+    graph["hooks.framework.checkout"] = {*graph["hooks.framework.checkout"], "hooks.smoke.run"}
+    graph["hooks.smoke.run"] = {*graph["hooks.smoke.run"], "hooks.probe"}
+    assert back_edges(graph) == ["hooks.framework.checkout -> hooks.smoke.run (shared code importing a stage)",
+                                 "hooks.model.plan -> hooks.data.candidates (a later stage)",
+                                 "hooks.smoke.run -> hooks.probe (a command)"]
+
+
+def test_a_back_edge_in_a_function_body_is_read(tmp_path) -> None:
+    """``import_graph`` reads imports inside function bodies (the hooks import heavy modules lazily)."""
+    import ast
+
+    source = "def late():\n    from hooks.report.migration import write_section\n"
+    found = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
+    assert found == {"hooks.report.migration"}
+    assert "hooks.render.evidence" in import_graph()["hooks.probe"]  # a function-body import in the real tree
+
+
 def test_the_tree_shows_the_pipeline() -> None:
-    """model facts -> plans (model/) -> data path (data/) -> render (render/) -> smoke (smoke/) -> report;
-    ``check`` and ``update`` are whole-checkout commands over what the pipeline left (every answers file)."""
+    """The stages are packages, in the order above; ``tiny`` holds the test and demo fixtures; the flat
+    modules are shared code and the commands."""
     packages = {p.name for p in HOOKS.iterdir() if (p / "__init__.py").is_file()}
-    assert {"model", "data", "render", "smoke", "tiny"} <= packages
+    assert {*STAGES, "framework", "tiny"} <= packages
     flat = {p.stem for p in HOOKS.glob("*.py")} - {"__init__"}
-    assert flat <= {"compat", "demo", "lifetime", "check", "update"}, flat
+    assert flat <= {"compat", "lifetime", "probe", "check", "update", "demo"}, flat

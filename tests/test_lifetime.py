@@ -91,7 +91,7 @@ def _smoke_log(model_id: str) -> Path:
 
 STAGES: dict[str, Callable[[int, Path, str], Callable[[], bool]]] = {
     # the probe (and the ranks it prestarts) are running
-    "probe": lambda owner, dest, model_id: running(owner, "hooks.model.probe"),
+    "probe": lambda owner, dest, model_id: running(owner, "hooks.probe"),
     # copier renders: the scaffold appears; postgen may not have started yet
     "render": lambda owner, dest, model_id: lambda: (dest / "examples" / model_id).is_dir(),
     # the trainer is training
@@ -151,7 +151,8 @@ def test_contract_smoke_ended_by_ctrl_c_leaves_no_process(tmp_path: Path, tiny_m
 
 def test_prestart_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     """MSMM_PRESTART: off everywhere with 0, on everywhere with 1, else only without an NPU/GPU driver."""
-    from hooks.smoke import framework, prestart
+    from hooks.framework import environment as framework
+    from hooks.smoke import prestart
 
     monkeypatch.setattr(framework, "no_accelerator_installed", lambda: False)
     for setting, expected in (("0", False), ("1", True), ("auto", False), ("", False)):

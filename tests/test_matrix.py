@@ -27,7 +27,7 @@ OWN_CODE = ("remote", "custom")  # fixtures whose folder's own code defines the 
 
 @pytest.fixture(scope="module")
 def facts_by_arch(tiny_models) -> dict[str, dict]:
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     cache: dict[str, dict] = {}
 

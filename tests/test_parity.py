@@ -20,6 +20,7 @@ import pytest
 from hooks.data import parity
 from hooks.data.candidates import Candidate, candidates, recommend
 from hooks.data.parity import ParityResult
+from hooks.render import evidence
 
 ANSWER = "The image is red."
 
@@ -203,15 +204,15 @@ def test_only_verdicts_are_stored_and_only_for_the_same_packages(checkout_and_mo
 def test_waits_for_the_evidence_run_and_reads_it(checkout_and_model: tuple[Path, Path]) -> None:
     """A real second process plays the probe's fork: it holds the pid file, then writes the evidence."""
     dest, model = checkout_and_model
-    target = parity._cache_dir() / (parity.evidence_key(dest, model, "m", "python3", False) + ".json")
+    target = parity._cache_dir() / (evidence.evidence_key(dest, model, "m", "python3", False) + ".json")
     target.parent.mkdir(parents=True, exist_ok=True)
-    assert parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=5) is None  # no run on
+    assert evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=5) is None  # no run on
     script = "import sys, time; time.sleep(1.5); open(sys.argv[1], 'w').write('{\"recommended\": {\"branch\": \"b\"}}')"
     run = subprocess.Popen([sys.executable, "-c", script, str(target)])
     target.with_suffix(".pid").write_text(str(run.pid))
     start = time.monotonic()
-    evidence = parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
-    assert evidence == {"recommended": {"branch": "b"}} and time.monotonic() - start >= 1.0
+    found = evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
+    assert found == {"recommended": {"branch": "b"}} and time.monotonic() - start >= 1.0
     run.wait()
 
 
@@ -219,32 +220,32 @@ _FORK_WITH_SLOW_EVIDENCE = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
-from hooks.data import parity
-import hooks.smoke.framework
+from hooks.render import evidence
+import hooks.framework.environment
 
 def slow_evidence_test_double(*_args, **_kwargs):  # stands in for the real candidates (tier 2 runs those)
     time.sleep(2)
     return {"candidates": [], "recommended": {"branch": "b"}}
 
-parity.gather_evidence = slow_evidence_test_double
-hooks.smoke.framework.framework_unavailable = lambda dest: ("", None)
+evidence.gather_evidence = slow_evidence_test_double
+hooks.framework.environment.framework_unavailable = lambda dest: ("", None)
 start = time.monotonic()
 answers = {"model_id": "m", "model_path": sys.argv[3], "python": "python3", "model_facts": {}}
-started = parity.fork_evidence(Path(sys.argv[2]), answers)
+started = evidence.fork_evidence(Path(sys.argv[2]), answers)
 print(started, round(time.monotonic() - start, 2))
 """
 
 
 def test_fork_evidence_returns_at_once_and_leaves_its_result(checkout_and_model: tuple[Path, Path]) -> None:
     dest, model = checkout_and_model
-    root = Path(parity.__file__).resolve().parents[2]
+    root = Path(evidence.__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", _FORK_WITH_SLOW_EVIDENCE, str(root), str(dest), str(model)],
                           capture_output=True, text=True, timeout=60, check=True)
     started, seconds = done.stdout.split()
     assert started == "True" and float(seconds) < 1.5  # returned before the 2 s run could end
-    evidence = parity.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
-    assert evidence == {"candidates": [], "recommended": {"branch": "b"}}
-    assert not (parity._cache_dir() / (parity.evidence_key(dest, model, "m", "python3", False) + ".pid")).exists()
+    found = evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
+    assert found == {"candidates": [], "recommended": {"branch": "b"}}
+    assert not (parity._cache_dir() / (evidence.evidence_key(dest, model, "m", "python3", False) + ".pid")).exists()
 
 
 def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -258,13 +259,13 @@ def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.Captur
 
 
 def _evidence(mm_home: Path, tiny_models, arch: str, tmp_path: Path) -> dict:
-    from hooks.model.probe import probe
-    from hooks.smoke.framework import framework_unavailable
+    from hooks.framework.environment import framework_unavailable
+    from hooks.probe import probe
 
     model = tiny_models(arch)
     facts = json.loads(probe(model).to_json(with_timings=False))
     answers = {"model_id": f"ev_{arch}", "model_path": str(model), "python": sys.executable, "model_facts": facts}
-    return parity.gather_evidence(mm_home, answers, framework_unavailable(mm_home)[1])
+    return evidence.gather_evidence(mm_home, answers, framework_unavailable(mm_home)[1])
 
 
 @pytest.mark.tier2
@@ -312,7 +313,7 @@ def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_
              "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": ["model.layers.{*}"],
                       "ep_modules": [], "freeze_proposal": ["model.visual"]}}
     answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
-    config = parity.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
+    config = evidence.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
     assert config["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
     assert config["training"]["init_model_with_meta_device"] is True  # no plan: meta init + load, as before
     assert yaml.safe_dump(config)
@@ -325,5 +326,5 @@ def test_a_plan_without_recompute_blocks_turns_recompute_off(tmp_path: Path) -> 
              "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": [],
                       "recompute_left_out": ["Block"], "ep_modules": [], "freeze_proposal": ["model.visual"]}}
     answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
-    config = parity.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
+    config = evidence.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
     assert config["features"]["recompute"] is False and "recompute_plan" not in config["features"]

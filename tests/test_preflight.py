@@ -35,7 +35,7 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def facts(tiny_models) -> str:
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     return probe(tiny_models(ARCH)).to_json(with_timings=False)
 

@@ -131,10 +131,10 @@ def test_no_claim_when_nothing_was_prestarted(stand_in_checkout: Path) -> None:
 def test_a_smoke_adopts_a_real_torchrun_launch(stand_in_checkout: Path, tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
     """start -> claim -> adopt_trainer, with the real torchrun and its two ranks around the stand-in trainer."""
-    from hooks.smoke.framework import framework_env
+    from hooks.framework.environment import framework_env
     from hooks.smoke.trainer_run import adopt_trainer
 
-    monkeypatch.setattr("hooks.smoke.framework.detect_device", lambda: "cpu")
+    monkeypatch.setattr("hooks.framework.environment.detect_device", lambda: "cpu")
     assert prestart.start(stand_in_checkout) is True
     assert prestart.start(stand_in_checkout) is False  # one launch per checkout at a time
     launch = prestart.claim(stand_in_checkout, tmp_path / "core", "cpu", 2)
@@ -157,7 +157,7 @@ def test_a_failed_probe_releases_the_ranks_it_prestarted(stand_in_checkout: Path
     model = tmp_path / "unknown_model"
     model.mkdir()
     (model / "config.json").write_text('{"model_type": "no_such_vlm", "architectures": ["NoSuchVLM"]}')
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json",
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json",
                            "--prestart-trainer", str(stand_in_checkout)],
                           env=env_with_hooks(), capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode != 0

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hooks.model.matching import module_name_match
-from hooks.model.probe import ProbeError, probe
+from hooks.model.probe import ProbeError
+from hooks.probe import probe
 from tests.conftest import FULL_CONFIGS
 
 # examples/qwen3vl/qwen3vl_30B_config_v1.yaml at MindSpeed-MM 57069cd5 (the human-written plan);
@@ -100,7 +101,7 @@ def test_bad_model_dirs(tmp_path: Path) -> None:
 
 
 def test_cli_output_survives_the_fast_exit(tiny_models, tmp_path: Path) -> None:
-    """``python -m hooks.model.probe`` leaves through ``exit_now`` (no interpreter teardown): everything it
+    """``python -m hooks.probe`` leaves through ``exit_now`` (no interpreter teardown): everything it
     printed still reaches the pipe, and its exit code is the CLI's."""
     import subprocess
     import sys
@@ -108,10 +109,10 @@ def test_cli_output_survives_the_fast_exit(tiny_models, tmp_path: Path) -> None:
     from hooks import env_with_hooks
 
     model = tiny_models("qwen2_5_vl")
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(model), "--json", "--no-timings"],
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(model), "--json", "--no-timings"],
                           capture_output=True, text=True, env=env_with_hooks(), check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout) == json.loads(probe(model).to_json(with_timings=False))
-    bad = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(tmp_path)], capture_output=True, text=True,
+    bad = subprocess.run([sys.executable, "-m", "hooks.probe", str(tmp_path)], capture_output=True, text=True,
                          env=env_with_hooks(), check=False)
     assert bad.returncode == 2 and "model_path:" in bad.stderr and "has no config.json" in bad.stderr

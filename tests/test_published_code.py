@@ -26,7 +26,7 @@ ARCH = "remote_tiles"
 
 @pytest.fixture(scope="module")
 def facts(tiny_models) -> dict:
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     return json.loads(probe(tiny_models(ARCH), trust_remote_code=True).to_json(with_timings=False))
 
@@ -41,7 +41,7 @@ def test_meta_hostile_init_builds_under_init_empty_weights(facts) -> None:
 
 def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -> None:
     """No ``_supports_sdpa``: the YAML gets eager (with its reason); the LM's own SDPA switch is reported."""
-    from hooks.render import checkout
+    from hooks.framework import checkout
     from hooks.render.files import render_template_file
 
     assert facts["attention"] == {"flash_attention_2": False, "sdpa": False}
@@ -65,7 +65,7 @@ def test_missing_processor_class_recommends_branch_c(facts) -> None:
 def test_import_time_print_does_not_reach_the_facts(tiny_models, tmp_path: Path) -> None:
     """The model prints on import; the facts travel in a file and stdout stays empty."""
     out = tmp_path / "facts.json"
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(tiny_models(ARCH)), "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(tiny_models(ARCH)), "--out", str(out),
                            "--trust-remote-code", "--no-processor"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout == ""
@@ -94,7 +94,7 @@ def _variant(tiny_models, tmp_path: Path, line: str) -> Path:
 
 def test_code_that_raises_on_import_is_one_line(tiny_models, tmp_path: Path) -> None:
     folder = _variant(tiny_models, tmp_path, 'raise ImportError("needs flash_attn")')
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(folder), "--out", str(tmp_path / "f.json"),
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(folder), "--out", str(tmp_path / "f.json"),
                            "--trust-remote-code"], capture_output=True, text=True, check=False)
     assert done.returncode == 3
     last = done.stderr.strip().splitlines()[-1]
@@ -197,7 +197,7 @@ def test_code_stand_in_adds_tiles_but_no_tokens(model_code) -> None:
 
 
 def test_custom_model_is_probed_through_the_class_architectures_names(tiny_models) -> None:
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     facts = probe(tiny_models("custom_tiles"), trust_remote_code=True)
     assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
@@ -206,7 +206,8 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:
     from hooks.model.build import ProbeError
-    from hooks.model.probe import check_model_dir, probe
+    from hooks.model.probe import check_model_dir
+    from hooks.probe import probe
 
     with pytest.raises(ProbeError, match="^trust_remote_code: config.json has neither model_type nor auto_map"):
         check_model_dir(tiny_models("custom_tiles"), trust_remote_code=False)

@@ -4,7 +4,7 @@ Each family is built by ``hooks.tiny.published`` from a git mirror of its hub fo
 without the mirror (CI machines have none) or a module its code imports, the family is skipped and the
 reason names what is missing. Tier 1: ``AutoModel*``/``AutoTokenizer`` load the folder with
 ``trust_remote_code``, one forward with labels (inputs built the way the release's own code builds them)
-gives a finite loss, and ``python -m hooks.model.probe`` concludes something about the folder (printed with
+gives a finite loss, and ``python -m hooks.probe`` concludes something about the folder (printed with
 ``-s``). Tier 2: ``copier copy --trust --defaults -d trust_remote_code=true`` into a real checkout, as a new
 user runs it, ends as ``COPIES`` says: parity MATCH against the model's own ``chat()`` and a passing smoke, or
 a non-zero exit before anything is written, in one line naming the cause.
@@ -130,9 +130,9 @@ def test_loads_and_gives_a_finite_loss(built, family: str) -> None:
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_probe_concludes(built, family: str) -> None:
-    """``python -m hooks.model.probe`` on the folder returns facts; convention, branch and problems are printed."""
+    """``python -m hooks.probe`` on the folder returns facts; convention, branch and problems are printed."""
     folder = built(family)
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(folder), "--json", "--trust-remote-code",
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(folder), "--json", "--trust-remote-code",
                            "--no-timings"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     facts = json.loads(done.stdout)
@@ -276,7 +276,7 @@ def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
 def test_ovis2_plan_keeps_the_embedding_its_forward_calls_out_of_units(built) -> None:
     """Ovis2's forward embeds text through ``self.get_wte()(...)``, outside ``llm``'s forward: ``llm`` is no FSDP
     unit (its embedding would still be sharded there); its embeddings are found in ``llm`` for the plugin."""
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(built("ovis2_4b")), "--json",
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(built("ovis2_4b")), "--json",
                            "--trust-remote-code", "--no-timings"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, check=True)
     facts = json.loads(done.stdout)
@@ -288,7 +288,7 @@ def test_ovis2_plan_keeps_the_embedding_its_forward_calls_out_of_units(built) ->
 def test_qwen_vl_plan_leaves_the_tower_its_forward_enters_by_encode_out_of_units(built) -> None:
     """Qwen-VL's ``transformer.forward`` calls ``self.visual.encode(paths)``, not ``visual``'s forward: ``visual`` is
     no FSDP unit (its weights would still be sharded there); its blocks are. Its fp16/bf16/fp32 flags are found."""
-    done = subprocess.run([sys.executable, "-m", "hooks.model.probe", str(built("qwen_vl_chat")), "--json",
+    done = subprocess.run([sys.executable, "-m", "hooks.probe", str(built("qwen_vl_chat")), "--json",
                            "--trust-remote-code", "--no-timings"], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, check=True)
     facts = json.loads(done.stdout)

@@ -103,7 +103,8 @@ def test_remote_code_model_is_registered(tiny_models) -> None:
 
 
 def test_probe_refuses_without_consent(tiny_models) -> None:
-    from hooks.model.probe import ProbeError, probe
+    from hooks.model.probe import ProbeError
+    from hooks.probe import probe
 
     with pytest.raises(ProbeError, match="trust_remote_code"):
         probe(tiny_models("remote_vlm"))
@@ -123,7 +124,7 @@ def test_copier_refuses_without_consent(tiny_models, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def facts(tiny_models):
-    from hooks.model.probe import probe
+    from hooks.probe import probe
 
     return probe(tiny_models("remote_vlm"), trust_remote_code=True)
 
@@ -305,7 +306,7 @@ IMPORT_CHECK = textwrap.dedent("""
 @pytest.mark.tier2
 def test_import_plugin_registers_the_id(rendered: Path, mm_home: Path, tiny_models, tmp_path: Path) -> None:
     """MindSpeed-MM's own import_plugin on a copy of its package with the generated plugin added."""
-    from hooks.smoke.framework import framework_env
+    from hooks.framework.environment import framework_env
 
     mindspeed_home = Path(os.environ["MINDSPEED_HOME"]) if os.environ.get("MINDSPEED_HOME") else None
     if mindspeed_home is None and not (mm_home / "mindspeed").is_dir():

@@ -20,6 +20,7 @@ import pytest
 import hooks.model.probe as probe_mod
 from hooks.model.loading import ProbeError
 from hooks.model.stages import Stage, embeddings, plugin_stage
+from hooks.probe import probe
 from tests.conftest import FULL_CONFIGS
 
 OMNI = FULL_CONFIGS / "Qwen3-Omni-30B-A3B-Instruct"
@@ -47,12 +48,12 @@ EXTRA_RECOMPUTE = {"audio_tower.layers.{*}", "visual.blocks.{*}"}
 
 @pytest.fixture(scope="module")
 def thinker() -> probe_mod.ModelFacts:
-    return probe_mod.probe(OMNI, with_processor=False, trained_submodule="thinker")
+    return probe(OMNI, with_processor=False, trained_submodule="thinker")
 
 
 def test_published_class_without_input_embeddings_probes_whole(tmp_path: Path) -> None:
     """No trained sub-model named, no checkout: the whole published class, on the meta device, no crash."""
-    facts = probe_mod.probe(OMNI, with_processor=False, checkout=tmp_path)  # a folder with no plugins
+    facts = probe(OMNI, with_processor=False, checkout=tmp_path)  # a folder with no plugins
     assert facts.architecture == "Qwen3OmniMoeForConditionalGeneration" and facts.trained_submodule == {}
     assert facts.build == {}  # built on the meta device, nothing failed
     assert facts.plan["problems"] == []
@@ -76,7 +77,7 @@ def test_thinker_plan_matches_the_example_yaml(thinker: probe_mod.ModelFacts) ->
 
 def test_user_names_a_sub_model_the_class_lacks() -> None:
     with pytest.raises(ProbeError, match=r"^trained_submodule: .*'speaker'.*thinker, talker, code2wav"):
-        probe_mod.probe(OMNI, with_processor=False, trained_submodule="speaker")
+        probe(OMNI, with_processor=False, trained_submodule="speaker")
 
 
 def test_embeddings_of_a_class_without_them_are_none() -> None:
@@ -131,7 +132,7 @@ def test_checkout_plugin_picks_the_thinker_and_its_yaml_agrees(thinker: probe_mo
     import yaml
 
     home = Path(os.environ["MINDSPEED_MM_HOME"])
-    facts = probe_mod.probe(OMNI, with_processor=False, checkout=home)
+    facts = probe(OMNI, with_processor=False, checkout=home)
     assert facts.trained_submodule["name"] == "thinker"
     assert "mindspeed_mm/fsdp/models/qwen3omni/" in facts.trained_submodule["reason"]
     assert facts.plan == thinker.plan

@@ -57,7 +57,7 @@ def test_the_interpreter_has_transformers_5(tf5: str) -> None:
 
 @pytest.mark.parametrize("folder", sorted(FULL_SIZE), ids=lambda p: p.name)
 def test_full_size_configs_probe_on_the_meta_device(folder: Path, tf5: str) -> None:
-    done = subprocess.run([tf5, "-m", "hooks.model.probe", str(folder), "--no-processor", "--json"],
+    done = subprocess.run([tf5, "-m", "hooks.probe", str(folder), "--no-processor", "--json"],
                           capture_output=True, text=True, env=env_with_hooks(), check=False)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     facts = json.loads(done.stdout)

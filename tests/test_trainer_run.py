@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from hooks.framework.environment import BRIDGES_DIR, framework_env
 from hooks.smoke import trainer_run
-from hooks.smoke.framework import BRIDGES_DIR, framework_env
 from hooks.smoke.trainer_run import first_error, parse_iterations, smoke_yaml
 from tests.samples import QWEN2_5_VL_PLAN
 

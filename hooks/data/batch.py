@@ -16,7 +16,7 @@ template and processor build for the same conversations. Then it compares what r
   vision tower.
 
 ``python -m hooks.data.batch --config CONFIG.yaml --model-dir DIR --spec SPEC.json --out RESULT.json``
-(the caller provides ``hooks.smoke.framework.framework_env``, cwd = the MindSpeed-MM root).
+(the caller provides ``hooks.framework.environment.framework_env``, cwd = the MindSpeed-MM root).
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ and the data branch is *chosen* by that check:
 
 - candidates, in order: the in-repo templates MindSpeed-MM has for the model's family (branch a),
   then the template derived from the model's own chat template (branch b, ``hooks.data.chat_format``);
-- at copy time, in a MindSpeed-MM checkout, the probe forks itself once its facts are printed and
-  tries the candidates in that order until one matches (``fork_evidence``); copier waits for that
-  evidence before it asks for the data branch, whose default is the first candidate that matched;
-  none matching recommends branch c, with each candidate's first difference;
+- at copy time, in a MindSpeed-MM checkout, each candidate is rendered as the copy would write it and
+  checked in that order until one matches (``hooks.render.evidence``); the data-branch question's
+  default is the first candidate that matched; none matching recommends branch c, with each
+  candidate's first difference;
 - after rendering, the generated scaffold itself (its YAML and plugins) is checked before the smoke
   (``parity_for_answers``); a mismatch stops the copy unless the ``parity_mismatch`` answer says warn.
 
@@ -32,19 +32,16 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks
-from hooks.data.candidates import Candidate, candidates, recommend
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
 CHECK_CODE = tuple(TEMPLATE_ROOT / p for p in (  # the check's own code: a verdict is cached on it too
     "hooks/data/batch.py", "hooks/data/media.py", "partials/processor_media.py"))
-EARLY_TIMEOUT_S = 300  # the forked evidence run's deadline (copier waits at most that long)
 DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py",
                      "modeling_*.py", "remote_code/*.py")  # the model plugin: branch c's model code
 
@@ -99,27 +96,6 @@ def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
 # --- configurations to check -------------------------------------------------------------------------
 
 
-def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any], dest: Path) -> dict[str, Any]:
-    """The YAML the copy would write for ``candidate`` into checkout ``dest`` (same partial, that checkout's
-    framework facts), its data plugins in ``scratch``."""
-    import yaml
-
-    from hooks.render.checkout import facts
-    from hooks.render.files import render_data_plugin, render_template_file
-
-    context = {"model_id": answers["model_id"], "model_facts": answers["model_facts"],
-               "model_path": answers["model_path"], "trust_remote_code": bool(answers.get("trust_remote_code")),
-               "data_branch": candidate.branch, "chat_template": candidate.template,
-               "collator_id": candidate.collator_id, "data_json": "", "media_root": "",
-               "framework": facts(dest)}
-    config = yaml.safe_load(render_template_file("partials/config.yaml.jinja", context))
-    plugins = [p for p in config["training"]["plugin"] if "/fsdp/models/" not in p]  # the model plugin is not data
-    if candidate.branch == "b":
-        plugins.insert(0, render_data_plugin(scratch, answers["model_id"], answers["model_facts"]).name)
-    config["training"]["plugin"] = plugins
-    return config
-
-
 def data_plugin_files(config: dict[str, Any], dest: Path, scratch: Path | None = None) -> list[Path]:
     """The data-plugin code a verdict depends on: the derived template's files in a plugin of the YAML."""
     files: list[Path] = []
@@ -136,7 +112,7 @@ def data_plugin_files(config: dict[str, Any], dest: Path, scratch: Path | None =
 
 def _check_env(dest: Path, mindspeed_home: Path | None, scratch: Path | None) -> dict[str, str]:
     """The framework's environment for the check, as a one-process trainer has it (no rank variables)."""
-    from hooks.smoke.framework import detect_device, framework_env
+    from hooks.framework.environment import detect_device, framework_env
 
     env = env_with_hooks(framework_env(dest, mindspeed_home, cpu_bridges=detect_device() == "cpu"))
     if scratch is not None:
@@ -200,7 +176,7 @@ def _enter_framework(dest: Path, mindspeed_home: Path | None, scratch: Path | No
     """Give this process what ``run_check``'s subprocess gets: environment, ``sys.path``, cwd, CPU bridges."""
     import importlib.util
 
-    from hooks.smoke.framework import BRIDGES_DIR
+    from hooks.framework.environment import BRIDGES_DIR
 
     env = _check_env(dest, mindspeed_home, scratch)
     os.environ.clear()
@@ -273,142 +249,11 @@ def _store(key: str, result: ParityResult) -> None:
 # --- copy time: evidence for the data-branch question ----------------------------------------------
 
 
-def evidence_key(dest: Path, model_dir: Path, model_id: str, python: str, trust: bool) -> str:
-    """The copy-time evidence file's name: computable in copier's process (no torch) and in the probe."""
-    model_dir = Path(model_dir).resolve()
-    model_files = sorted(p for p in model_dir.iterdir() if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES))
-    parts = [str(Path(dest).resolve()), str(model_dir), model_id, python, str(trust),
-             *(_stamp(p) for p in model_files), *(hashlib.sha256(p.read_bytes()).hexdigest() for p in CHECK_CODE)]
-    return "evidence-" + hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | None,
-                    in_process: bool = False) -> dict[str, Any]:
-    """Try the candidates in order until one matches; the verdicts and the recommendation."""
-    facts, model_dir = answers["model_facts"], Path(answers["model_path"]).resolve()
-    spec = spec_for(facts, bool(answers.get("trust_remote_code")))
-    tried: list[tuple[Candidate, ParityResult]] = []
-    with tempfile.TemporaryDirectory(prefix="msmm-candidates-") as tmp:  # candidate YAMLs and plugins
-        scratch = Path(tmp)
-        if in_process:
-            _enter_framework(dest, mindspeed_home, scratch)
-        for candidate in candidates(facts, answers["model_id"]):
-            config = candidate_config(scratch, candidate, answers, dest)
-            key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, scratch), spec,
-                             answers["python"])
-            result = _load_cached(key)
-            if result is None:
-                result = (_result(_check_here(config, model_dir, spec)) if in_process else
-                          run_check(dest, model_dir, config, spec, python=answers["python"],
-                                    mindspeed_home=mindspeed_home, scratch=scratch))
-                _store(key, result)
-            result.candidate = candidate.label()
-            tried.append((candidate, result))
-            if result.ok or result.environment:  # an interpreter that cannot run the framework fails every one
-                break
-    return {"candidates": [{**asdict(c), "label": c.label(), "verdict": r.verdict, "evidence": r.headline()}
-                           for c, r in tried],
-            "recommended": recommend(facts, tried)}
-
-
-def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    try:
-        from hooks.data.batch import check
-
-        return check(config, model_dir, spec)
-    except Exception as err:  # noqa: BLE001 - an error verdict with its cause (not cached)
-        from hooks.data.batch import environment_cause
-
-        return {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
-                "environment": environment_cause(err)}
-
-
-def _detach() -> None:
-    """Own session, no inherited pipes (copier stops waiting when the probe exits), low priority, a deadline."""
-    import signal
-
-    os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.nice(10)
-    signal.alarm(EARLY_TIMEOUT_S)  # a hung run dies: copier stops waiting and recommends without evidence
-
-
-def _one_thread() -> None:
-    """A forked child must not enter torch's OpenMP pool: the parent's threads are not there (it hangs)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)
-
-
-def fork_evidence(dest: Path, answers: dict[str, Any]) -> bool:
-    """Gather the evidence in a fork of this process (the probe's) and return at once; False when not started.
-
-    The probe has just imported torch and transformers: the child reuses them. It writes the
-    evidence under ``evidence_key`` and exits; it follows copier's process (``hooks.lifetime``).
-    """
-    from hooks.smoke.framework import framework_unavailable
-
-    dest = Path(dest).resolve()
-    why, mindspeed_home = framework_unavailable(dest)
-    if why or not hasattr(os, "fork"):
-        return False
-    target = _cache_dir() / (evidence_key(dest, Path(answers["model_path"]), answers["model_id"], answers["python"],
-                                          bool(answers.get("trust_remote_code"))) + ".json")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.unlink(missing_ok=True)
-    pid_file = target.with_suffix(".pid")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        pid_file.write_text(str(pid))
-        return True
-    try:
-        from hooks.lifetime import follow_owner
-
-        _detach()
-        follow_owner()  # copier's process: a copy that ends early takes this run with it
-        _one_thread()
-        evidence = gather_evidence(dest, answers, mindspeed_home, in_process=True)
-        partial = target.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(evidence))
-        partial.replace(target)
-    finally:
-        pid_file.unlink(missing_ok=True)
-        os._exit(0)
-
-
-def wait_for_evidence(dest: Path, model_path: str, model_id: str, python: str, trust: bool,
-                      timeout_s: float = EARLY_TIMEOUT_S) -> dict[str, Any] | None:
-    """The evidence the probe's fork writes, once it is there (None when no run is on or it gave up)."""
-    from hooks.lifetime import pid_alive
-
-    target = _cache_dir() / (evidence_key(dest, Path(model_path), model_id, python, trust) + ".json")
-    deadline = time.monotonic() + timeout_s
-    while not target.is_file() and time.monotonic() < deadline:
-        try:
-            running = pid_alive(int(target.with_suffix(".pid").read_text()))
-        except (OSError, ValueError):
-            running = False
-        if not running and not target.is_file():
-            return None
-        time.sleep(0.1)
-    try:
-        return json.loads(target.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-# --- after rendering: the generated scaffold -----------------------------------------------------------
-
-
 def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResult | None, str]:
     """Check the generated scaffold in checkout ``dest``; (None, why) when the check cannot run here."""
     import yaml
 
-    from hooks.smoke.framework import framework_unavailable
+    from hooks.framework.environment import framework_unavailable
 
     why, mindspeed_home = framework_unavailable(dest)
     if why:

@@ -6,26 +6,23 @@ tied weights and the forward signature are read. The result (``ModelFacts``) is
 everything the templates need; it is frozen into the copier answers file so a
 later ``copier update`` does not need the model directory.
 
-``python -m hooks.model.probe MODEL_DIR [--json] [--trust-remote-code]``
+The data path's facts (processor, chat format, the model's own data code) and the branch are the data
+stage's (``hooks.data.facts``); ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints both.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import inspect
 import json
-import os
 import re
 import sys
 import time
-import traceback
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import run_one_shot
 from hooks.compat import no_split_modules
 from hooks.model.build import (
     META,
@@ -426,56 +423,6 @@ def sub_configs(config: Any) -> dict[str, str]:
     return found
 
 
-def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
-                    custom: bool = False) -> dict[str, Any]:
-    """Processor class, the keys it emits for one image + text, and the chat/media format read off it.
-
-    Best effort: a processor that cannot be loaded is reported (``error``), never fatal here.
-    """
-    facts: dict[str, Any] = {}
-    try:
-        from hooks.compat import ensure_torchvision
-
-        ensure_torchvision()
-        from transformers import AutoProcessor
-
-        try:
-            if custom:  # AutoProcessor reads config.json's model_type too; the tokenizer stands alone
-                from transformers import AutoTokenizer
-
-                proc = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-            else:
-                proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
-        except Exception as err:  # noqa: BLE001 - the data path cannot start without it: the copy stops on this
-            facts["unloadable"] = True
-            raise err
-        facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
-                      "has_chat_template": bool(getattr(proc, "chat_template", None))})
-        from transformers import PreTrainedTokenizerBase
-
-        # QWenTokenizer has a .tokenizer too (its tiktoken encoding): it is not a processor
-        if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):
-            from hooks.data.records import one_image_call, sample_format
-
-            facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
-        else:  # AutoProcessor fell back to the tokenizer alone
-            facts["missing"] = True
-            facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
-                              "image preprocessing and the chat format live in the model's own code")
-            return facts
-        facts["unevaluated"] = True  # until the processor has made one image + text sample
-        out = one_image_call(proc, facts["sample_format"])
-        del facts["unevaluated"]
-        facts["output_keys"] = sorted(out.keys())
-        facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len
-        from hooks.data.media import data_format
-
-        facts["data_format"] = data_format(proc, forward_params or [], facts["sample_format"])
-    except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
-        facts["error"] = f"{type(err).__name__}: {err}"
-    return facts
-
-
 def check_interpreter() -> None:
     """The interpreter the user named must be the training environment: torch and transformers import."""
     for package in ("torch", "transformers"):
@@ -486,18 +433,30 @@ def check_interpreter() -> None:
                              "training environment (torch and transformers 4.57.x installed)") from err
 
 
-def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,
-          with_memory: bool = False, checkout: Path | None = None, trained_submodule: str | None = None) -> ModelFacts:
-    """Probe ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input.
+@dataclass
+class Probed:
+    """The model facts and what they were read from, while the weightless build is still at hand: the data
+    path's facts (``hooks.data.facts``) run the model's own code on it, the memory plan measures it."""
+
+    facts: ModelFacts
+    model: Any
+    table: ModuleTable
+    plan: Plan
+    config: Any  # the trained (sub-)model's config
+    how: str  # how the structure was built (hooks.model.build)
+    timings: dict[str, float]
+
+
+def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: Path | None = None,
+                trained_submodule: str | None = None) -> Probed:
+    """The model facts of ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input.
 
     ``checkout``/``trained_submodule``: where the framework trains a sub-model of the published class (its
     in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
+    The data path's facts and the branch choice are the data stage's (``hooks.probe`` puts them together).
     """
     t0 = time.perf_counter()
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
-    if with_processor and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        raise ProbeError(f"model_path: {model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
-                         "copy them from the model's release into the folder")
     check_interpreter()
     from hooks.compat import ensure_torchvision
 
@@ -551,43 +510,17 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
         precision_flags=precision_flags(cls, published_config) if own_code else [],
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
-    if with_processor:
-        facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=params,
-                                          custom=custom)
-        if facts.processor.get("unloadable"):
-            raise ProbeError(f"model_path: the model's processor does not load from {model_dir} "
-                             f"({facts.processor['error'][:300]}); the data path needs it: copy the processor and "
-                             "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
-                             "chat template) from the model's release")
-        if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
-            from hooks.data.model_code import code_facts
-            from hooks.data.model_context import context_facts
-            from hooks.data.model_method import method_facts
+    timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
+               "build_plan_cpu_s": cpu4 - cpu2}
+    return Probed(facts, model, table, plan, config, how, timings)
 
-            try:
-                facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
-                if facts.processor.get("problems"):  # no chat()-style code: a method writing labelled samples?
-                    facts.processor.update(method_facts(cls, model, model_dir, params, trust_remote_code))
-                if facts.processor.get("problems"):  # or images as file paths in a make_context() prompt?
-                    facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
-            except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
-                facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
-                                               f"{str(err)[:300]})"]
-                facts.processor["traceback"] = traceback.format_exc()[-3000:]
-    if with_memory:  # after the processor facts: one image's length sizes the samples (memory.sample_cutoff)
-        with _gc_paused():
-            facts.memory_default = _default_memory_plan(model, table, plan, config, model_dir, how,
-                                                        {"processor": facts.processor})
-    del model
-    # Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format.
-    from hooks.data.candidates import recommend
 
-    choice = recommend(asdict(facts), None)
-    facts.recommended_branch, facts.branch_reason = choice["branch"], choice["reason"]
-    facts.template, facts.collator_id = choice["template"] if choice["branch"] == "a" else "", choice["collator_id"]
-    facts.timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
-                     "build_plan_cpu_s": cpu4 - cpu2, "total_s": time.perf_counter() - t0}
-    return facts
+def default_memory_plan(probed: Probed, model_dir: Path) -> dict[str, Any]:
+    """The memory plan for copier's default cluster while the model is built; one image's length (the data
+    path's processor facts, already in ``probed.facts``) sizes the samples (``memory.sample_cutoff``)."""
+    with _gc_paused():
+        return _default_memory_plan(probed.model, probed.table, probed.plan, probed.config, model_dir, probed.how,
+                                    {"processor": probed.facts.processor})
 
 
 def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
@@ -680,89 +613,3 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     for key, value in [("model folder", model_path), *rows]:
         lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15)
     return "\n".join(lines)
-
-
-EXIT_OK, EXIT_PLAN_PROBLEMS, EXIT_BAD_INPUT, EXIT_MODEL_CODE = 0, 1, 2, 3
-
-
-def _model_code_error(model_dir: Path, err: BaseException) -> str:
-    """One line for a crash in the model's own code (or ours on it): the folder, the cause, the fix."""
-    cause = (str(err).strip().splitlines() or [""])[-1]
-    return (f"model_path: {model_dir}: the model's code failed during the probe ({type(err).__name__}: {cause}); "
-            "make the folder's code run with this interpreter's transformers 4.57.x and torch (the traceback: "
-            f"python -m hooks.model.probe {model_dir} --trust-remote-code)")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Exit 0 facts written, 1 facts written with plan problems, 2 bad input, 3 the model's code failed.
-
-    With ``--out``, the facts go to that file: published model code prints on import and would
-    corrupt JSON on stdout. Whatever the model prints goes to stderr either way.
-    """
-    parser = argparse.ArgumentParser(prog="python -m hooks.model.probe", description=__doc__.splitlines()[0])
-    parser.add_argument("model_dir", type=Path)
-    parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")
-    parser.add_argument("--out", type=Path, help="write ModelFacts as JSON to this file (nothing on stdout)")
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
-    parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
-    parser.add_argument("--memory-out", type=Path, help="also write the memory plan for copier's default cluster here")
-    parser.add_argument("--checkout", type=Path, help="MindSpeed-MM checkout whose in-repo plugin for the family may "
-                        "train a sub-model of the published class (default: the one the hidden options name)")
-    parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
-                        help="the sub-model of the published class your trainer builds, e.g. thinker "
-                             "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
-    parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
-                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
-    parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
-                        help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
-    args = parser.parse_args(argv)
-    if args.prestart_trainer:
-        from hooks.smoke import prestart
-
-        try:
-            prestart.start(args.prestart_trainer)
-        except OSError:
-            pass  # best effort: the smoke then launches its trainer itself
-    try:
-        with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
-            checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else args.prestart_trainer)
-            facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
-                          with_processor=not args.no_processor, with_memory=args.memory_out is not None,
-                          checkout=checkout, trained_submodule=args.trained_submodule)
-    except BaseException as err:
-        if args.prestart_trainer:
-            prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
-        if isinstance(err, ProbeError):
-            print(f"error: {err}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        if not isinstance(err, Exception):
-            raise
-        traceback.print_exc()
-        print(f"error: {_model_code_error(args.model_dir.resolve(), err)}", file=sys.stderr)
-        return EXIT_MODEL_CODE
-    text = facts.to_json(with_timings=not args.no_timings) if args.json or args.out else render_table(facts)
-    if args.memory_out:
-        args.memory_out.write_text(json.dumps(facts.memory_default, sort_keys=True), encoding="utf-8")
-    if args.out:
-        tmp = args.out.with_name(args.out.name + ".part")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        tmp.replace(args.out)
-    else:
-        print(text)
-    if args.data_evidence:
-        from hooks.data.parity import fork_evidence
-
-        checkout, model_id, python = args.data_evidence
-        answers = {"model_id": model_id, "model_path": str(args.model_dir.resolve()), "python": python,
-                   "trust_remote_code": args.trust_remote_code,
-                   "model_facts": json.loads(facts.to_json(with_timings=False))}
-        try:
-            fork_evidence(Path(checkout), answers)
-        except OSError:
-            pass  # best effort: copier then recommends without evidence and postgen checks the scaffold
-    return EXIT_PLAN_PROBLEMS if facts.plan["problems"] else EXIT_OK
-
-
-if __name__ == "__main__":
-    run_one_shot(main)

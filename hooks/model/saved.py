@@ -2,7 +2,8 @@
 
 The plan's activation figure (``hooks.model.memory.activations``) is arithmetic over config sizes; this
 module measures the real thing on a real forward, so the arithmetic can be checked layer by layer (tier 1,
-tiny models in process) and beside every smoke (inside the trainer's ranks, ``hooks/smoke/observer``).
+tiny models in process: ``hooks.smoke.memory_check.measure_in_process``) and beside every smoke (inside the
+trainer's ranks, ``hooks/smoke/observer``).
 
 How: ``torch.autograd.graph.saved_tensors_hooks`` sees every tensor autograd keeps for backward; forward
 pre/post hooks on the decoder and vision layers say which layer is running. Each storage counts once (Q, K
@@ -167,45 +168,3 @@ def predicted(result: SavedBytes, profiles: dict[str, Any], towers: Iterable[str
         out[name] = (recomputed_row_bytes(profiles[kind], rows, act_bytes) if recompute
                      else layer_row_bytes(profiles[kind], rows) * act_bytes // ACT_BYTES)
     return out
-
-
-def measure_in_process(model_dir: Any, *, recompute: bool, trust_remote_code: bool = False) -> dict[str, Any]:
-    """One bf16 forward of ``model_dir`` on a built-in image/chat sample, measured per layer beside the plan.
-
-    What the tier-1 check and ``tests/benchmarks/device_check.py --cpu`` run: the model's own class (as the
-    contract smoke loads it), the plan's recompute targets wrapped in non-reentrant checkpointing when
-    ``recompute`` (as MindSpeed-MM's ``recompute_modules`` does), bf16 compute as FSDP2's ``param_dtype``.
-    """
-    import torch
-    from torch.utils.checkpoint import checkpoint
-    from transformers import AutoProcessor
-
-    from hooks.model.memory import dims_from_config, model_profiles
-    from hooks.model.plan import derive_plan
-    from hooks.model.probe import module_table
-    from hooks.smoke import contract
-
-    model = contract._load_model(model_dir, trust_remote_code).to(torch.bfloat16).train()
-    plan = derive_plan(module_table(model))
-    profiles = model_profiles(model, plan, dims_from_config(model.config), model.config)
-    names = layer_names(model, plan.recompute_modules)
-    if recompute:
-        for name in names:
-            module = model.get_submodule(name)
-            module.forward = _checkpointed(module.forward, checkpoint)
-    processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
-    batch = contract._encode(processor, contract._builtin_samples()[0])
-    batch = contract._prepare_batch(batch, contract._accepted_kwargs(model), torch.bfloat16)
-    with SavedTensorMeter(model, names) as meter:
-        loss = model(**batch, use_cache=False).loss
-    loss.backward()
-    result = meter.result
-    return {"measured": result, "predicted": predicted(result, profiles, plan.vision_towers, recompute=recompute),
-            "towers": plan.vision_towers}
-
-
-def _checkpointed(forward: Any, checkpoint: Any) -> Any:
-    def run(*args: Any, **kwargs: Any) -> Any:
-        return checkpoint(forward, *args, use_reentrant=False, **kwargs)
-
-    return run

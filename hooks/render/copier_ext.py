@@ -42,8 +42,8 @@ if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve(
     sys.path.insert(0, str(TEMPLATE_ROOT))
 
 from hooks import env_with_hooks  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+from hooks.framework import checkout  # noqa: E402
 from hooks.lifetime import OWNER_ENV, die_with_parent  # noqa: E402
-from hooks.render import checkout  # noqa: E402
 from hooks.render.files import RENDER_FILTERS  # noqa: E402
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
@@ -137,7 +137,7 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
         folder = Path(os.path.expanduser(model_path)).resolve()
         with tempfile.TemporaryDirectory(prefix="msmm-probe-") as tmp:
             out, memory = Path(tmp) / "facts.json", Path(tmp) / "memory.json"
-            cmd = [python, "-m", "hooks.model.probe", str(folder), "--out", str(out), "--no-timings",
+            cmd = [python, "-m", "hooks.probe", str(folder), "--out", str(out), "--no-timings",
                    "--memory-out", str(memory), *extra]
             if trust:
                 cmd.append("--trust-remote-code")
@@ -211,8 +211,8 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
         return "{}"
     if key not in _SHOWN and _interactive(context):
         _SHOWN.add(key)
+        from hooks import FINDINGS_SHOWN
         from hooks.model.probe import ModelFacts, findings_text
-        from hooks.render.postgen import FINDINGS_SHOWN
 
         print("\n" + findings_text(ModelFacts(**json.loads(out)), str(model_path)) + "\n", file=sys.stderr, flush=True)
         export(FINDINGS_SHOWN, "1")  # the post-generation task need not repeat them
@@ -289,7 +289,7 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     Without a checkout (or when the run gave up) the probe's own recommendation stands, and says it
     was not checked. An interactive copy shows the verdicts above the data-branch question.
     """
-    from hooks.data.parity import wait_for_evidence
+    from hooks.render.evidence import wait_for_evidence
 
     dest = Path(os.path.expanduser(str(dst_path))).resolve()
     evidence = None

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from hooks import load_answers
-from hooks.render.checkout import revision
+from hooks.framework.checkout import revision
 
 
 def stale(dest: Path, answers: dict) -> str:

@@ -127,7 +127,7 @@ def wanted() -> bool:
         return False
     if setting in ("1", "on", "true", "yes"):
         return True
-    from hooks.smoke.framework import no_accelerator_installed
+    from hooks.framework.environment import no_accelerator_installed
 
     return no_accelerator_installed()
 
@@ -141,8 +141,14 @@ def start(dest: Path, *, nproc: int | None = None) -> bool:
     import shlex
     import subprocess
 
+    from hooks.framework.environment import (
+        TRAINER_ENTRY,
+        detect_device,
+        framework_env,
+        framework_unavailable,
+        free_port,
+    )
     from hooks.lifetime import pid_alive
-    from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, framework_unavailable, free_port
 
     dest = Path(dest).resolve()
     why, mindspeed_home = framework_unavailable(dest)
@@ -158,8 +164,8 @@ def start(dest: Path, *, nproc: int | None = None) -> bool:
         (state / name).unlink(missing_ok=True)
     state.mkdir(parents=True, exist_ok=True)
     device = detect_device()
-    if nproc is None:  # as the smoke will ask (hooks.smoke.framework.smoke_ranks)
-        from hooks.smoke.framework import smoke_ranks, visible_devices
+    if nproc is None:  # as the smoke will ask (hooks.framework.environment.smoke_ranks)
+        from hooks.framework.environment import smoke_ranks, visible_devices
 
         nproc = smoke_ranks(device, visible_devices(device))
     env = framework_env(dest, mindspeed_home, cpu_bridges=device == "cpu")

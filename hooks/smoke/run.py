@@ -5,28 +5,26 @@ run through ``mindspeed_mm/fsdp/train/trainer.py`` on 2 ranks, natively on NPU/G
 or on CPU through the run-time bridges. Anywhere else the *contract smoke* runs
 the same plan with torch's ``fully_shard`` on 2 gloo ranks, and says so.
 
-``python -m hooks.smoke .copier-answers/<model_id>.yml [--dest CHECKOUT]``
+``python -m hooks.smoke .copier-answers/<model_id>.yml [--dest CHECKOUT]`` (with its report: ``hooks.report.smoke``)
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hooks import cache_root, load_answers
-from hooks.smoke.framework import (
+from hooks import cache_root
+from hooks.framework.environment import (
     detect_device,
     framework_unavailable,
     smoke_ranks,
     visible_devices,
     world_size_one_note,
 )
-from hooks.smoke.verdict import Progress, SmokeResult, print_iteration
+from hooks.smoke.verdict import Progress, SmokeResult
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
 
@@ -154,24 +152,6 @@ def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[st
     }
 
 
-def smoke_and_report(
-    dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True
-) -> SmokeResult:
-    """Run the smoke with progress on the terminal; write its MIGRATION.md section and ``smoke_result.json``.
-
-    The verdict is printed by the caller (``print_verdict``), last, so that nothing buries it.
-    """
-    result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
-    if report:
-        from hooks.render.report import write_smoke_section
-
-        write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
-    record = {"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb,
-              "summary": result.summary(), "log": result.log_path, "notes": result.notes}
-    (inputs.work_dir / "smoke_result.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-    return result
-
-
 def print_verdict(result: SmokeResult, after_failure: str = "") -> None:
     """The verdict, what the run reported about itself, and, last, where the full log is: never a traceback."""
     print(result.summary())
@@ -183,18 +163,3 @@ def print_verdict(result: SmokeResult, after_failure: str = "") -> None:
             print(after_failure)
     if result.log_path:
         print(f"full log: {result.log_path}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.smoke", description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
-    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--no-report", action="store_true", help="do not update MIGRATION.md")
-    args = parser.parse_args(argv)
-    dest = args.dest.resolve()
-    answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
-    result = smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
-    print_verdict(result)
-    return 0 if result.passed else 1
-

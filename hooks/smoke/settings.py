@@ -11,12 +11,12 @@ After the run, against the config the smoke trained with:
   name (``getattr(args, "recompute", ...)``: ``features.recompute`` is such an extra, read by
   ``FeaturesApplier``, not a schema field);
 - with recompute on where this checkout reads it (``features`` since 2026-04-27, ``parallel`` before;
-  ``hooks.render.checkout.facts``), every ``recompute_plan.apply_modules`` pattern matched a module
+  ``hooks.framework.checkout.facts``), every ``recompute_plan.apply_modules`` pattern matched a module
   the trainer logged as recomputed (``Applying recompute to module: <name>``), and only those were;
   recompute written in the other place (still a schema field at 57069cd5, but never read) fails;
 - every ``model.freeze`` pattern matched a module the trainer logged as frozen;
 - ``loss_cfg`` sits where the checkout reads it and its ``loss_type`` is one the trainer's code compares
-  against (``hooks.render.checkout.loss_types``; the loss type is not logged, so this is read off the code).
+  against (``hooks.framework.checkout.loss_types``; the loss type is not logged, so this is read off the code).
 
 Each finding is one line naming the key or pattern; ``verified`` says what was checked, for the report.
 """
@@ -28,8 +28,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hooks.framework.checkout import facts, loss_types
 from hooks.model.matching import module_name_match
-from hooks.render.checkout import facts, loss_types
 
 SETTINGS_SECTIONS = ("model", "parallel", "training", "features", "tools")
 _REGISTERED = re.compile(r"Automatically registered YAML field: ([\w.]+)")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from hooks.smoke.framework import TRAINER_ENTRY, detect_device, framework_env, free_port
+from hooks.framework.environment import TRAINER_ENTRY, detect_device, framework_env, free_port
 from hooks.smoke.verdict import Progress, SmokeResult, judge
 
 SMOKE_LR = 1e-4
@@ -463,7 +463,7 @@ def smoke_yaml(
 ) -> dict[str, Any]:
     """Derive the smoke config from a generated one: same plans/freeze/features, tiny everything else.
 
-    ``places``: the checkout's settings schema (``hooks.render.checkout.schema``); keys the smoke adds
+    ``places``: the checkout's settings schema (``hooks.framework.checkout.schema``); keys the smoke adds
     are added only where it defines them.
 
     Exceptions to "same": settings that cannot work on the smoke's device
@@ -539,7 +539,7 @@ def run_framework_smoke(
     """
     import yaml
 
-    from hooks.render.checkout import schema
+    from hooks.framework.checkout import schema
     from hooks.smoke import prestart
 
     work_dir = Path(work_dir)

@@ -66,7 +66,7 @@ def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path)
     Same config derivation, data and launch as the copy's smoke, with cold datasets and bytecode caches.
     """
     from hooks.data.sample import build_demo_dataset
-    from hooks.smoke.framework import find_mindspeed
+    from hooks.framework.environment import find_mindspeed
     from hooks.smoke.trainer_run import run_framework_smoke
 
     data_json = build_demo_dataset(work / "data")
@@ -90,7 +90,7 @@ def parity_check(checkout: Path, model_dir: Path) -> dict[str, object]:
     import yaml
 
     from hooks.data import parity
-    from hooks.smoke.framework import find_mindspeed
+    from hooks.framework.environment import find_mindspeed
 
     answers = yaml.safe_load((checkout / ".copier-answers" / "bench.yml").read_text())
     config = yaml.safe_load((checkout / "examples" / "bench" / "bench_config.yaml").read_text())
@@ -114,7 +114,7 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     figures: dict[str, object] = {"prestart": os.environ.get("MSMM_PRESTART", "auto")}
 
-    wall, done = timed([sys.executable, "-m", "hooks.model.probe", str(model_dir), "--json"], env=env)
+    wall, done = timed([sys.executable, "-m", "hooks.probe", str(model_dir), "--json"], env=env)
     figures["probe_wall_s"] = round(wall, 2)
     figures["probe_inside_s"] = {k: round(v, 2) for k, v in json.loads(done.stdout)["timings"].items()}
 

@@ -25,11 +25,12 @@ ROOT = Path(__file__).resolve().parents[2]
 FULL_CONFIGS = ROOT / "tests" / "fixtures" / "full_configs"
 
 # Runs in the child: probe once, count modules through the table the probe itself builds. Run like
-# ``python -m hooks.model.probe`` (``run_one_shot``: cyclic GC off, no teardown), so wall is what copier waits for.
+# ``python -m hooks.probe`` (``run_one_shot``: cyclic GC off, no teardown), so wall is what copier waits for.
 CHILD = """
 import json, resource, sys
 from pathlib import Path
 import hooks.model.probe as probe_mod
+from hooks.probe import probe
 from hooks import run_one_shot
 counted = []
 table_fn = probe_mod.module_table
@@ -39,7 +40,7 @@ def counting_table(model):
     return table
 probe_mod.module_table = counting_table
 def main():
-    facts = probe_mod.probe(Path(sys.argv[1]), with_processor=False)
+    facts = probe(Path(sys.argv[1]), with_processor=False)
     print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,
                       "problems": facts.plan["problems"],
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -51,7 +51,8 @@ STAGED_WHEELS = ["transformers==4.57.1", "tokenizers", "safetensors", "copier==9
 
 def tiny(families: list[str], work: Path) -> None:
     """Part 1: the activation estimate against the saved-tensor bytes, per family and layer kind."""
-    from hooks.model.saved import layer_kind, measure_in_process
+    from hooks.model.saved import layer_kind
+    from hooks.smoke.memory_check import measure_in_process
     from hooks.tiny import build_tiny_model
 
     print("== activations saved for backward per layer (bf16, CPU-measurable): plan vs measured")
@@ -94,7 +95,7 @@ def plan(device_memory_gb: float, devices: int) -> None:
 
 
 def _devices() -> tuple[str, int]:
-    from hooks.smoke.framework import detect_device, visible_devices
+    from hooks.framework.environment import detect_device, visible_devices
 
     device = detect_device()
     return device, visible_devices(device)
@@ -163,7 +164,7 @@ def real_run(checkout: Path, model_dir: Path, model_id: str, iters: int, devices
     """Part 3b: the generated YAML on the full 7B shape for ``iters`` steps; plan total vs max_memory_allocated."""
     import yaml
 
-    from hooks.smoke.framework import framework_env
+    from hooks.framework.environment import framework_env
     from hooks.smoke.trainer_run import launch_trainer, smoke_yaml
 
     answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())

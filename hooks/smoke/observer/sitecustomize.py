@@ -2,7 +2,7 @@
 
 The settings check (``hooks.smoke.settings``) proves each planned setting from the trainer's own
 evidence, not from the YAML. Three pieces of evidence are not in its INFO log, so this module,
-put on ``PYTHONPATH`` by ``hooks.smoke.framework.framework_env`` when ``MSMM_OBSERVE`` names a JSON
+put on ``PYTHONPATH`` by ``hooks.framework.environment.framework_env`` when ``MSMM_OBSERVE`` names a JSON
 spec, collects them without editing a framework file (a ``sys.meta_path`` finder wraps
 ``TrainEngine.train_step`` right after ``train_engine`` is imported, as the CPU bridges do):
 

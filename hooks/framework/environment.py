@@ -12,8 +12,8 @@ import os
 import socket
 from pathlib import Path
 
-BRIDGES_DIR = Path(__file__).resolve().parent / "bridges"
-OBSERVER_DIR = Path(__file__).resolve().parent / "observer"
+BRIDGES_DIR = Path(__file__).resolve().parent.parent / "smoke" / "bridges"
+OBSERVER_DIR = Path(__file__).resolve().parent.parent / "smoke" / "observer"
 TRAINER_ENTRY = "mindspeed_mm/fsdp/train/trainer.py"
 
 

@@ -8,7 +8,7 @@ templates; the plugin imports them relatively instead of loading code from the
 model path at import time). ``--no-smoke`` (question ``run_smoke: false``) stops after the
 summary; ``copier copy --skip-tasks`` skips this task entirely.
 
-``python -m hooks.render.postgen .copier-answers/<model_id>.yml [--no-smoke]``
+``python -m hooks.report.postgen .copier-answers/<model_id>.yml [--no-smoke]``
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from hooks import exit_now, load_answers
+from hooks import FINDINGS_SHOWN, exit_now, load_answers
 from hooks.lifetime import follow_owner
 from hooks.model.probe import ModelFacts, ignored_media_text, render_table
 from hooks.render.files import copies_remote_code
-from hooks.smoke.run import print_verdict, smoke_and_report
+from hooks.report.smoke import smoke_and_report
+from hooks.smoke.run import print_verdict
 
 # Set by copier's extension once it has shown the probe's findings above the data-branch question.
-FINDINGS_SHOWN = "MSMM_FINDINGS_SHOWN"
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
 
@@ -96,7 +96,7 @@ def check_data(dest: Path, answers: dict) -> bool:
     would fail the same way); a check that could not run for another reason only warns.
     """
     from hooks.data.parity import parity_for_answers
-    from hooks.render.report import parity_section, write_section
+    from hooks.report.migration import parity_section, write_section
 
     result, why = parity_for_answers(dest, answers)
     if result is None:
@@ -121,7 +121,7 @@ def check_data(dest: Path, answers: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.render.postgen", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hooks.report.postgen", description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=Path)
     parser.add_argument("--no-smoke", action="store_true")
     args = parser.parse_args(argv)

@@ -1,0 +1,108 @@
+"""The data path's facts, read off the model's own processor and code while the probe has it built.
+
+What the model facts (``hooks.model.probe``) do not say and the data branch depends on: the processor's
+class, the keys it emits for one image and a text, the sample format it makes (``hooks.data.records``),
+the chat format read off its template (``hooks.data.media``); for a release without a processor class,
+the model's own data code run on the weightless build (``chat()``, a sample method, ``make_context()``:
+``hooks.data.model_code``, ``model_method``, ``model_context``). Then the branch to default to when no
+checkout can run the candidates (``hooks.data.candidates.recommend``; in a checkout the data-branch
+question's evidence decides, ``hooks.render.evidence``).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hooks.model.build import ProbeError
+from hooks.model.probe import ModelFacts, Probed
+
+
+def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
+                    custom: bool = False) -> dict[str, Any]:
+    """Processor class, the keys it emits for one image + text, and the chat/media format read off it.
+
+    Best effort: a processor that cannot be loaded is reported (``error``), never fatal here.
+    """
+    facts: dict[str, Any] = {}
+    try:
+        from hooks.compat import ensure_torchvision
+
+        ensure_torchvision()
+        from transformers import AutoProcessor
+
+        try:
+            if custom:  # AutoProcessor reads config.json's model_type too; the tokenizer stands alone
+                from transformers import AutoTokenizer
+
+                proc = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+            else:
+                proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        except Exception as err:  # noqa: BLE001 - the data path cannot start without it: the copy stops on this
+            facts["unloadable"] = True
+            raise err
+        facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
+                      "has_chat_template": bool(getattr(proc, "chat_template", None))})
+        from transformers import PreTrainedTokenizerBase
+
+        # QWenTokenizer has a .tokenizer too (its tiktoken encoding): it is not a processor
+        if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):
+            from hooks.data.records import one_image_call, sample_format
+
+            facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
+        else:  # AutoProcessor fell back to the tokenizer alone
+            facts["missing"] = True
+            facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
+                              "image preprocessing and the chat format live in the model's own code")
+            return facts
+        facts["unevaluated"] = True  # until the processor has made one image + text sample
+        out = one_image_call(proc, facts["sample_format"])
+        del facts["unevaluated"]
+        facts["output_keys"] = sorted(out.keys())
+        facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len
+        from hooks.data.media import data_format
+
+        facts["data_format"] = data_format(proc, forward_params or [], facts["sample_format"])
+    except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
+        facts["error"] = f"{type(err).__name__}: {err}"
+    return facts
+
+
+def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool) -> None:
+    """The processor's facts and, for a release without a processor class, its own data code's, into
+    ``probed.facts.processor``; raises ``ProbeError`` when the processor does not load at all."""
+    facts, model = probed.facts, probed.model
+    facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code,
+                                      forward_params=facts.forward_params, custom=facts.custom_model)
+    if facts.processor.get("unloadable"):
+        raise ProbeError(f"model_path: the model's processor does not load from {model_dir} "
+                         f"({facts.processor['error'][:300]}); the data path needs it: copy the processor and "
+                         "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
+                         "chat template) from the model's release")
+    if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
+        from hooks.data.model_code import code_facts
+        from hooks.data.model_context import context_facts
+        from hooks.data.model_method import method_facts
+
+        cls = type(model)
+        try:
+            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
+            if facts.processor.get("problems"):  # no chat()-style code: a method writing labelled samples?
+                facts.processor.update(method_facts(cls, model, model_dir, facts.forward_params, trust_remote_code))
+            if facts.processor.get("problems"):  # or images as file paths in a make_context() prompt?
+                facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
+        except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
+            facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
+                                           f"{str(err)[:300]})"]
+            facts.processor["traceback"] = traceback.format_exc()[-3000:]
+
+
+def choose_branch(facts: ModelFacts) -> None:
+    """Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format."""
+    from hooks.data.candidates import recommend
+
+    choice = recommend(asdict(facts), None)
+    facts.recommended_branch, facts.branch_reason = choice["branch"], choice["reason"]
+    facts.template, facts.collator_id = choice["template"] if choice["branch"] == "a" else "", choice["collator_id"]

@@ -1,0 +1,145 @@
+"""The probe a copy runs: model facts, then the data path's facts, in one short-lived process.
+
+``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints what a copy would freeze into its
+answers file: the model facts and plans (``hooks.model.probe``), the processor, chat format and the model's
+own data code (``hooks.data.facts``), the recommended data branch. copier's ``python`` question runs it once
+per model and interpreter (``hooks.render.copier_ext``), with hidden options that hand the process to the
+copy-time data evidence (``hooks.render.evidence``) and prestart the smoke's ranks (``hooks.smoke.prestart``).
+
+A command over the whole pipeline, as ``hooks.update`` and ``hooks.check`` are: it is the one place that
+puts the stages together, so none of them imports a later one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from hooks import run_one_shot
+from hooks.data.facts import add_data_facts, choose_branch
+from hooks.model.probe import (
+    TOKENIZER_FILES,
+    ModelFacts,
+    ProbeError,
+    check_model_dir,
+    default_memory_plan,
+    probe_model,
+    render_table,
+)
+
+
+def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,
+          with_memory: bool = False, checkout: Path | None = None, trained_submodule: str | None = None) -> ModelFacts:
+    """Probe ``model_dir``: model facts, the data path's facts, the branch; ``ProbeError`` on bad input.
+
+    ``checkout``/``trained_submodule``: where the framework trains a sub-model of the published class (its
+    in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
+    """
+    t0 = time.perf_counter()
+    check_model_dir(model_dir, trust_remote_code=trust_remote_code)  # its messages first, as a user fixes them
+    if with_processor and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ProbeError(f"model_path: {model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
+                         "copy them from the model's release into the folder")
+    probed = probe_model(model_dir, trust_remote_code=trust_remote_code, checkout=checkout,
+                         trained_submodule=trained_submodule)
+    facts = probed.facts
+    if with_processor:
+        add_data_facts(probed, model_dir, trust_remote_code=trust_remote_code)
+    if with_memory:  # after the processor facts: one image's length sizes the samples
+        facts.memory_default = default_memory_plan(probed, model_dir)
+    probed.model = None
+    choose_branch(facts)
+    facts.timings = {**probed.timings, "total_s": time.perf_counter() - t0}
+    return facts
+
+
+EXIT_OK, EXIT_PLAN_PROBLEMS, EXIT_BAD_INPUT, EXIT_MODEL_CODE = 0, 1, 2, 3
+
+
+def _model_code_error(model_dir: Path, err: BaseException) -> str:
+    """One line for a crash in the model's own code (or ours on it): the folder, the cause, the fix."""
+    cause = (str(err).strip().splitlines() or [""])[-1]
+    return (f"model_path: {model_dir}: the model's code failed during the probe ({type(err).__name__}: {cause}); "
+            "make the folder's code run with this interpreter's transformers 4.57.x and torch (the traceback: "
+            f"python -m hooks.probe {model_dir} --trust-remote-code)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit 0 facts written, 1 facts written with plan problems, 2 bad input, 3 the model's code failed.
+
+    With ``--out``, the facts go to that file: published model code prints on import and would
+    corrupt JSON on stdout. Whatever the model prints goes to stderr either way.
+    """
+    parser = argparse.ArgumentParser(prog="python -m hooks.probe", description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", type=Path)
+    parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")
+    parser.add_argument("--out", type=Path, help="write ModelFacts as JSON to this file (nothing on stdout)")
+    parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--no-processor", action="store_true", help="skip loading the processor")
+    parser.add_argument("--no-timings", action="store_true", help="omit timings (deterministic JSON)")
+    parser.add_argument("--memory-out", type=Path, help="also write the memory plan for copier's default cluster here")
+    parser.add_argument("--checkout", type=Path, help="MindSpeed-MM checkout whose in-repo plugin for the family may "
+                        "train a sub-model of the published class (default: the one the hidden options name)")
+    parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
+                        help="the sub-model of the published class your trainer builds, e.g. thinker "
+                             "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
+    parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
+                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
+    parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
+                        help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
+    args = parser.parse_args(argv)
+    if args.prestart_trainer:
+        from hooks.smoke import prestart
+
+        try:
+            prestart.start(args.prestart_trainer)
+        except OSError:
+            pass  # best effort: the smoke then launches its trainer itself
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
+            checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else args.prestart_trainer)
+            facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
+                          with_processor=not args.no_processor, with_memory=args.memory_out is not None,
+                          checkout=checkout, trained_submodule=args.trained_submodule)
+    except BaseException as err:
+        if args.prestart_trainer:
+            prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
+        if isinstance(err, ProbeError):
+            print(f"error: {err}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if not isinstance(err, Exception):
+            raise
+        traceback.print_exc()
+        print(f"error: {_model_code_error(args.model_dir.resolve(), err)}", file=sys.stderr)
+        return EXIT_MODEL_CODE
+    text = facts.to_json(with_timings=not args.no_timings) if args.json or args.out else render_table(facts)
+    if args.memory_out:
+        args.memory_out.write_text(json.dumps(facts.memory_default, sort_keys=True), encoding="utf-8")
+    if args.out:
+        tmp = args.out.with_name(args.out.name + ".part")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(args.out)
+    else:
+        print(text)
+    if args.data_evidence:
+        from hooks.render.evidence import fork_evidence
+
+        checkout, model_id, python = args.data_evidence
+        answers = {"model_id": model_id, "model_path": str(args.model_dir.resolve()), "python": python,
+                   "trust_remote_code": args.trust_remote_code,
+                   "model_facts": json.loads(facts.to_json(with_timings=False))}
+        try:
+            fork_evidence(Path(checkout), answers)
+        except OSError:
+            pass  # best effort: copier then recommends without evidence and postgen checks the scaffold
+    return EXIT_PLAN_PROBLEMS if facts.plan["problems"] else EXIT_OK
+
+
+if __name__ == "__main__":
+    run_one_shot(main)
