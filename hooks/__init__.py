@@ -56,7 +56,7 @@ def run_one_shot(main: Callable[[], int]) -> NoReturn:
 
 
 def cache_root() -> Path:
-    """Where this tool keeps state (shrunk models, smoke work dirs, parity verdicts, prestart), never the checkout."""
+    """Where this tool keeps state (shrunk models, smoke work dirs, parity verdicts), never the checkout."""
     return Path(os.environ.get("MSMM_CACHE", Path.home() / ".cache" / "msmm-migrate"))
 
 

@@ -1,20 +1,18 @@
 """No process outlives the copy that started it.
 
-A copy starts processes that outlive the call that started them, on purpose: the probe's
-prestarted trainer ranks and the forked early data-parity check run in sessions of their own (so
-copier stops waiting for them), and the smoke's trainer runs in a session of its own (so a timeout
-can stop its whole process group). None of them is a child that copier knows about, and a
-terminal's Ctrl-C does not reach a process in another session. So every one of them follows an
-*owner*: copier's process. When copier loads our Jinja extension it records its pid in
-``MSMM_OWNER_PID`` (``hooks.render.copier_ext``); every process of the copy inherits that variable, and each
-long-lived one watches the owner (``follow_owner``): once the owner is gone, however it ended (a bad
-answer, a probe error, Ctrl-C, ``kill -9``), the process stops the groups it launched and exits
-within a second. Short-lived children of one of our processes die with it instead
-(``die_with_parent``). Outside copier (``python -m hooks.smoke`` run by hand) there is no owner and
-nothing is followed.
+The questions start nothing that outlives them (the probe, and the plans and lengths computed in the
+training interpreter, are short-lived children that die with copier: ``die_with_parent``). After
+rendering, the post-generation task launches the smoke's trainer in a session of its own (so a timeout
+can stop its whole process group): not a child that copier knows about, and a terminal's Ctrl-C does
+not reach a process in another session. So the task follows an *owner*: copier's process. When copier
+loads our Jinja extension it records its pid in ``MSMM_OWNER_PID`` (``hooks.render.copier_ext``); every
+process of the copy inherits that variable, and each long-lived one watches the owner
+(``follow_owner``): once the owner is gone, however it ended (a bad answer, a probe error, Ctrl-C,
+``kill -9``), the process stops the groups it launched and exits within a second. Outside copier
+(``python -m hooks.smoke`` run by hand) there is no owner and nothing is followed.
 
 The variable also marks every process of a copy, which is how the tests find stragglers. This module
-uses the standard library only: the prestarted ranks load it by path, before anything else.
+uses the standard library only.
 """
 
 from __future__ import annotations
@@ -32,11 +30,7 @@ _GROUPS: set[int] = set()  # process groups this process launched and must stop 
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a running process: not gone, and on Linux not an exited, unreaped child.
-
-    The early parity run and the prestarted trainer launch are waited on through their pids by
-    processes that are not their parents.
-    """
+    """Whether ``pid`` is a running process: not gone, and on Linux not an exited, unreaped child."""
     try:
         os.kill(pid, 0)
     except OSError:

@@ -3,8 +3,9 @@
 ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints what a copy would freeze into its
 answers file: the model facts and plans (``hooks.model.probe``), the processor, chat format and the model's
 own data code (``hooks.data.facts``), the recommended data branch. copier's ``python`` question runs it once
-per model and interpreter (``hooks.render.copier_ext``), with hidden options that hand the process to the
-copy-time data evidence (``hooks.render.evidence``) and prestart the smoke's ranks (``hooks.smoke.prestart``).
+per model and interpreter (``hooks.render.copier_ext``); in a MindSpeed-MM checkout the same process then
+tries the candidate data paths (``hooks.render.evidence``, the data-branch question's default) with the
+torch and transformers it has imported, and exits: nothing it starts outlives the question.
 
 A command over the whole pipeline, as ``hooks.update`` and ``hooks.check`` are: it is the one place that
 puts the stages together, so none of them imports a later one.
@@ -62,6 +63,28 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
 EXIT_OK, EXIT_PLAN_PROBLEMS, EXIT_BAD_INPUT, EXIT_MODEL_CODE = 0, 1, 2, 3
 
 
+def write_evidence(model_dir: Path, facts: ModelFacts, trust: bool, checkout: str, model_id: str, python: str,
+                   out: str) -> None:
+    """The candidates' verdicts in ``checkout`` into ``out``, in this process (it ends right after: the check
+    takes it over). Nothing is written where the framework cannot run or the check fails: copier then keeps
+    the probe's recommendation, which says it was not checked, and postgen checks the scaffold."""
+    from hooks.framework.environment import framework_unavailable
+    from hooks.render.evidence import gather_evidence
+
+    why, mindspeed_home = framework_unavailable(Path(checkout))
+    if why:
+        return
+    answers = {"model_id": model_id, "model_path": str(model_dir), "python": python, "trust_remote_code": trust,
+               "model_facts": json.loads(facts.to_json(with_timings=False))}
+    try:
+        with contextlib.redirect_stdout(sys.stderr):  # the framework's data code prints progress
+            evidence = gather_evidence(Path(checkout).resolve(), answers, mindspeed_home, in_process=True)
+    except Exception:  # noqa: BLE001 - could not evaluate: no evidence, never a verdict
+        traceback.print_exc()
+        return
+    Path(out).write_text(json.dumps(evidence), encoding="utf-8")
+
+
 def _model_code_error(model_dir: Path, err: BaseException) -> str:
     """One line for a crash in the model's own code (or ours on it): the folder, the cause, the fix."""
     cause = (str(err).strip().splitlines() or [""])[-1]
@@ -89,27 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
                         help="the sub-model of the published class your trainer builds, e.g. thinker "
                              "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
-    parser.add_argument("--data-evidence", nargs=3, metavar=("CHECKOUT", "MODEL_ID", "PYTHON"),
-                        help=argparse.SUPPRESS)  # copier's validator: hand this process to the data-parity evidence
-    parser.add_argument("--prestart-trainer", metavar="CHECKOUT", type=Path,
-                        help=argparse.SUPPRESS)  # copier's validator: start the smoke's ranks beside the probe
+    parser.add_argument("--data-evidence", nargs=4, metavar=("CHECKOUT", "MODEL_ID", "PYTHON", "OUT"),
+                        help="then try the candidate data paths in that checkout; their verdicts go to OUT")
     args = parser.parse_args(argv)
-    if args.prestart_trainer:
-        from hooks.smoke import prestart
-
-        try:
-            prestart.start(args.prestart_trainer)
-        except OSError:
-            pass  # best effort: the smoke then launches its trainer itself
     try:
         with contextlib.redirect_stdout(sys.stderr):  # the model's own prints never reach our output
-            checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else args.prestart_trainer)
+            checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else None)
             facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
                           with_processor=not args.no_processor, with_memory=args.memory_out is not None,
                           checkout=checkout, trained_submodule=args.trained_submodule)
     except BaseException as err:
-        if args.prestart_trainer:
-            prestart.release(args.prestart_trainer)  # copier stops here: no smoke will adopt them
         if isinstance(err, ProbeError):
             print(f"error: {err}", file=sys.stderr)
             return EXIT_BAD_INPUT
@@ -128,16 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(text)
     if args.data_evidence:
-        from hooks.render.evidence import fork_evidence
-
-        checkout, model_id, python = args.data_evidence
-        answers = {"model_id": model_id, "model_path": str(args.model_dir.resolve()), "python": python,
-                   "trust_remote_code": args.trust_remote_code,
-                   "model_facts": json.loads(facts.to_json(with_timings=False))}
-        try:
-            fork_evidence(Path(checkout), answers)
-        except OSError:
-            pass  # best effort: copier then recommends without evidence and postgen checks the scaffold
+        write_evidence(args.model_dir.resolve(), facts, args.trust_remote_code, *args.data_evidence)
     return EXIT_PLAN_PROBLEMS if facts.plan["problems"] else EXIT_OK
 
 

@@ -64,9 +64,6 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     assert "**PASS**" in report and "framework smoke" in report and "**match**" in report
     answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())
     assert answers["data_evidence"]["candidates"], "the copy-time evidence ran"
-    # The smoke trained in the ranks the probe prestarted (hooks.smoke.prestart), not in a cold launch.
-    log = Path(os.environ["MSMM_CACHE"]) / "smoke" / model_id / "smoke_trainer.log"
-    assert "prestarted" in log.read_text().splitlines()[0]
 
 
 def test_branch_b_from_a_template_on_the_tokenizer_only(checkout: Path, tiny_models, template_src: Path,

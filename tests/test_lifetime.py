@@ -1,8 +1,8 @@
 """No process started by a copy outlives it (``hooks.lifetime``), however the copy ends.
 
 Every process a copy starts carries ``MSMM_OWNER_PID=<copier's pid>`` in its environment, which is
-how these tests find them: the probe, the prestarted trainer ranks and torchrun, the forked
-data-parity check, the post-generation task, the smoke's trainer or contract ranks. Each case ends
+how these tests find them: the probe (with the copy-time data evidence), the post-generation task,
+the smoke's torchrun and trainer or contract ranks. Each case ends
 a real ``copier copy`` at one stage (``kill -9`` of copier alone, which no child hears, or a
 terminal's Ctrl-C) and checks that none of them is alive 10 s later.
 """
@@ -90,7 +90,7 @@ def _smoke_log(model_id: str) -> Path:
 
 
 STAGES: dict[str, Callable[[int, Path, str], Callable[[], bool]]] = {
-    # the probe (and the ranks it prestarts) are running
+    # the probe is running
     "probe": lambda owner, dest, model_id: running(owner, "hooks.probe"),
     # copier renders: the scaffold appears; postgen may not have started yet
     "render": lambda owner, dest, model_id: lambda: (dest / "examples" / model_id).is_dir(),
@@ -117,7 +117,7 @@ def test_a_copy_ended_at_a_stage_leaves_no_process(stage: str, how: str, checkou
 @pytest.mark.tier2
 def test_a_copy_stopped_by_a_later_answer_leaves_no_process(checkout: Path, tiny_models, template_src: Path,
                                                             tmp_path: Path) -> None:
-    """The probe prestarted the ranks; then a bad data_json answer ends copier before rendering."""
+    """The probe ran; then a bad data_json answer ends copier before rendering."""
     copier = start_copy(checkout, template_src, tiny_models("qwen2_5_vl"), "life_bad_answer",
                         "-d", f"data_json={tmp_path / 'missing.json'}")
     out, _ = copier.communicate(timeout=300)
@@ -147,19 +147,3 @@ def test_contract_smoke_ended_by_ctrl_c_leaves_no_process(tmp_path: Path, tiny_m
     finally:
         end(copier, "ctrl-c")
     assert_nothing_left(copier.pid)
-
-
-def test_prestart_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """MSMM_PRESTART: off everywhere with 0, on everywhere with 1, else only without an NPU/GPU driver."""
-    from hooks.framework import environment as framework
-    from hooks.smoke import prestart
-
-    monkeypatch.setattr(framework, "no_accelerator_installed", lambda: False)
-    for setting, expected in (("0", False), ("1", True), ("auto", False), ("", False)):
-        monkeypatch.setenv("MSMM_PRESTART", setting)
-        assert prestart.wanted() is expected, setting
-    monkeypatch.setattr(framework, "no_accelerator_installed", lambda: True)
-    monkeypatch.setenv("MSMM_PRESTART", "auto")
-    assert prestart.wanted() is True
-    monkeypatch.setenv("MSMM_PRESTART", "0")
-    assert prestart.wanted() is False

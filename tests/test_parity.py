@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -199,53 +197,6 @@ def test_only_verdicts_are_stored_and_only_for_the_same_packages(checkout_and_mo
     assert parity._load_cached("k2") == ParityResult("match", ["fine"])
     monkeypatch.setattr(parity, "_env_versions", lambda: {"transformers": "9.9.9"})
     assert parity._load_cached("k2") is None
-
-
-def test_waits_for_the_evidence_run_and_reads_it(checkout_and_model: tuple[Path, Path]) -> None:
-    """A real second process plays the probe's fork: it holds the pid file, then writes the evidence."""
-    dest, model = checkout_and_model
-    target = parity._cache_dir() / (evidence.evidence_key(dest, model, "m", "python3", False) + ".json")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    assert evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=5) is None  # no run on
-    script = "import sys, time; time.sleep(1.5); open(sys.argv[1], 'w').write('{\"recommended\": {\"branch\": \"b\"}}')"
-    run = subprocess.Popen([sys.executable, "-c", script, str(target)])
-    target.with_suffix(".pid").write_text(str(run.pid))
-    start = time.monotonic()
-    found = evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
-    assert found == {"recommended": {"branch": "b"}} and time.monotonic() - start >= 1.0
-    run.wait()
-
-
-_FORK_WITH_SLOW_EVIDENCE = """
-import sys, time
-sys.path.insert(0, sys.argv[1])
-from pathlib import Path
-from hooks.render import evidence
-import hooks.framework.environment
-
-def slow_evidence_test_double(*_args, **_kwargs):  # stands in for the real candidates (tier 2 runs those)
-    time.sleep(2)
-    return {"candidates": [], "recommended": {"branch": "b"}}
-
-evidence.gather_evidence = slow_evidence_test_double
-hooks.framework.environment.framework_unavailable = lambda dest: ("", None)
-start = time.monotonic()
-answers = {"model_id": "m", "model_path": sys.argv[3], "python": "python3", "model_facts": {}}
-started = evidence.fork_evidence(Path(sys.argv[2]), answers)
-print(started, round(time.monotonic() - start, 2))
-"""
-
-
-def test_fork_evidence_returns_at_once_and_leaves_its_result(checkout_and_model: tuple[Path, Path]) -> None:
-    dest, model = checkout_and_model
-    root = Path(evidence.__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", _FORK_WITH_SLOW_EVIDENCE, str(root), str(dest), str(model)],
-                          capture_output=True, text=True, timeout=60, check=True)
-    started, seconds = done.stdout.split()
-    assert started == "True" and float(seconds) < 1.5  # returned before the 2 s run could end
-    found = evidence.wait_for_evidence(dest, str(model), "m", "python3", False, timeout_s=30)
-    assert found == {"candidates": [], "recommended": {"branch": "b"}}
-    assert not (parity._cache_dir() / (evidence.evidence_key(dest, model, "m", "python3", False) + ".pid")).exists()
 
 
 def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -28,7 +28,7 @@ class Terminal:
     """One tmux pane of ``COLUMNS`` columns running ``command``; its screen kept after the command exits."""
 
     def __init__(self, tmp_path: Path, command: list[str], cwd: Path) -> None:
-        self.tmux = ["tmux", "-S", str(tmp_path / "tmux.sock")]
+        self.tmux, self.cwd = ["tmux", "-S", str(tmp_path / "tmux.sock")], cwd
         shell = f"cd {shlex.quote(str(cwd))} && {shlex.join(command)}; rc=$?; echo; echo COPY-EXITED-$rc; sleep 600"
         subprocess.run([*self.tmux, "new-session", "-d", "-x", str(COLUMNS), "-y", "50", "-s", "t", shell],
                        check=True)
@@ -74,6 +74,7 @@ def answer_up_to_the_smoke(term: Terminal, model_id: str, model: Path) -> str:
     term.wait_for("Python of the training environment")
     term.type(sys.executable, clear=True)  # the default "python3" may not be this environment's
     term.wait_for("Data branch.")
+    assert not processes_of(term.cwd), processes_of(term.cwd)  # questions compute: nothing started is left running
     for question in ("Training data", "Folder that relative", "chat template", "data collator",
                      "NPUs (devices) per node", "Memory per device", "Nodes you plan", "How ranks get the weights"):
         term.type()
@@ -82,6 +83,19 @@ def answer_up_to_the_smoke(term: Terminal, model_id: str, model: Path) -> str:
     screen = term.wait_for("Run the smoke after rendering?")
     term.type()
     return screen
+
+
+def processes_of(dest: Path) -> list[str]:
+    """Live processes whose command line names the destination (a trainer launched for its checkout would)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(dest.resolve()) in cmdline and "copier" not in cmdline:
+            found.append(f"{proc.name}: {cmdline[:200]}")
+    return found
 
 
 def broken_weights(tiny: Path, dest: Path) -> Path:

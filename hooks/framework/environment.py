@@ -1,6 +1,6 @@
 """Where and how the real MindSpeed-MM framework runs: checkout, MindSpeed core, device, environment.
 
-Shared by everything that starts framework code (the smoke's trainer launch, the prestarted ranks,
+Shared by everything that starts framework code (the smoke's trainer launch,
 the data-parity check), so that each of them decides "can the framework run here, and with what"
 the same way, and none of them has to import another's launch code to find out.
 """

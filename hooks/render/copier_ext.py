@@ -6,10 +6,11 @@ the hooks interpreter the user named (question ``python``) as a subprocess.
 Validators return an empty string when the answer is fine, else a message that
 names the field and the fix (copier shows it and writes nothing).
 
-This is the one place where answering a question starts processes: the ``python`` validator runs
-the probe, and the probe may start the smoke's trainer ranks and the data-parity check early
-(``hooks.smoke.prestart``, ``hooks.data.parity``). Loading the extension makes copier's process
-their owner (``hooks.lifetime``), so none of them outlives the copy, however it ends.
+Questions compute, they do not launch: the ``python`` validator runs the probe (``hooks.probe``), which
+also gathers the data evidence for the data-branch question in a checkout, and waits for it to exit; a
+cluster or ``cutoff_len`` other than the defaults is planned, and the samples' lengths measured, the same
+way. Loading the extension makes copier's process their owner (``hooks.lifetime``), so none of them
+outlives the copy, however it ends.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
 
 _PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
 _MEMORY_DEFAULTS: dict[tuple[str, str, bool], str] = {}  # the probe's memory plan for the default cluster
+_EVIDENCE: dict[tuple[str, str, bool], str] = {}  # the data evidence the probe gathered in the destination checkout
 PROBE_TIMEOUT_S = float(os.environ.get("MSMM_PROBE_TIMEOUT_S", "600"))  # model code that hangs on import/build
 
 
@@ -128,17 +130,17 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
     """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent): exit code,
     the facts' JSON (from a file: the model's own code may print on stdout), stderr.
 
-    ``extra``: the hidden ``--prestart-trainer``/``--data-evidence`` options, with which the probe
-    also gets the smoke's trainer ranks going and hands its warm process to the data-parity evidence.
-    A probe past ``MSMM_PROBE_TIMEOUT_S`` is killed (what it started follows copier's process).
+    ``extra``: ``(CHECKOUT, MODEL_ID, PYTHON)``, with which the same process then gathers the data evidence
+    for the data-branch question (``hooks.probe --data-evidence``). A probe past ``MSMM_PROBE_TIMEOUT_S`` is
+    killed; it starts nothing that outlives it.
     """
     key = (model_path, python, trust)
     if key not in _PROBE_RUNS:
         folder = Path(os.path.expanduser(model_path)).resolve()
         with tempfile.TemporaryDirectory(prefix="msmm-probe-") as tmp:
-            out, memory = Path(tmp) / "facts.json", Path(tmp) / "memory.json"
+            out, memory, evidence = (Path(tmp) / name for name in ("facts.json", "memory.json", "evidence.json"))
             cmd = [python, "-m", "hooks.probe", str(folder), "--out", str(out), "--no-timings",
-                   "--memory-out", str(memory), *extra]
+                   "--memory-out", str(memory), *(("--data-evidence", *extra, str(evidence)) if extra else ())]
             if trust:
                 cmd.append("--trust-remote-code")
             try:
@@ -154,33 +156,32 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
             _PROBE_RUNS[key] = done.returncode, facts, done.stderr
             if memory.is_file():
                 _MEMORY_DEFAULTS[key] = memory.read_text(encoding="utf-8")
+            if evidence.is_file():
+                _EVIDENCE[key] = evidence.read_text(encoding="utf-8")
     return _PROBE_RUNS[key]
 
 
-def _probe_extras(model_id: str, python: str, dst_path: str, smoke_follows: bool) -> tuple[str, ...]:
-    """What the probe starts besides itself for a copy into ``dst_path``; each checks for a checkout itself:
-    the data-parity evidence for the data-branch question, and the smoke's trainer ranks."""
-    if not dst_path:
+def _probe_extras(model_id: str, python: str, dst_path: str) -> tuple[str, ...]:
+    """The destination checkout, model id and interpreter the data evidence is gathered for (the probe checks
+    that the destination is a checkout the framework runs in)."""
+    if not (dst_path and model_id):
         return ()
-    dest = str(Path(os.path.expanduser(dst_path)).resolve())
-    evidence = ("--data-evidence", dest, str(model_id), os.path.expanduser(str(python))) if model_id else ()
-    return (*evidence, *(("--prestart-trainer", dest) if smoke_follows else ()))
+    return str(Path(os.path.expanduser(dst_path)).resolve()), str(model_id), os.path.expanduser(str(python))
 
 
 def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
                 run_smoke: object = True, no_tasks: bool = False, model_id: str = "") -> str:
     """Run the probe once (cached); its failure becomes the validation message.
 
-    ``run_smoke`` (as given with ``--data``: text, the question comes later) and ``no_tasks``
-    (``--skip-tasks``/``--pretend``) say whether a smoke follows: then the probe prestarts its ranks.
+    ``run_smoke`` and ``no_tasks`` are accepted for the copier.yml of earlier template versions (they once
+    decided whether the probe started the smoke's ranks early); the probe starts nothing now.
     """
     if model_dir_error(model_path):
         return ""  # reported by the model_path question
     consent = trust_error(model_path, trust_remote_code)
     if consent:  # a yes/no answer is never validated where it is given (copier 9.19): the copy stops here
         raise SystemExit(f"error: {consent}; nothing was written")
-    smoke_follows = not no_tasks and str(run_smoke).strip().lower() not in ("false", "no", "n", "0", "off")
-    extras = _probe_extras(str(model_id), str(python), str(dst_path), smoke_follows)
+    extras = _probe_extras(str(model_id), str(python), str(dst_path))
     code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), extras)
     if code == 127:
         return f"python: cannot run {python!r} ({err}); give the interpreter of the training environment"
@@ -284,18 +285,13 @@ def _given(context: Context, field: str) -> bool:
 @pass_context
 def data_evidence(context: Context, model_path: str, python: str, trust_remote_code: bool, model_id: str,
                   dst_path: str, model_facts: dict) -> str:
-    """The data-parity evidence the probe's fork gathered in a checkout (waited for), as JSON.
+    """The data-parity evidence the probe gathered in the destination checkout, as JSON.
 
-    Without a checkout (or when the run gave up) the probe's own recommendation stands, and says it
-    was not checked. An interactive copy shows the verdicts above the data-branch question.
+    Without a checkout (or when the check could not run) the probe's own recommendation stands, and says
+    it was not checked. An interactive copy shows the verdicts above the data-branch question.
     """
-    from hooks.render.evidence import wait_for_evidence
-
-    dest = Path(os.path.expanduser(str(dst_path))).resolve()
-    evidence = None
-    if model_facts:
-        evidence = wait_for_evidence(dest, str(Path(os.path.expanduser(str(model_path))).resolve()), str(model_id),
-                                     os.path.expanduser(str(python)), bool(trust_remote_code))
+    found = _EVIDENCE.get((str(model_path), str(python), bool(trust_remote_code))) if model_facts else None
+    evidence = json.loads(found) if found else None
     if evidence is not None and evidence["recommended"].get("stop"):  # the interpreter, not the data: nothing to render
         raise SystemExit(f"error: {evidence['recommended']['stop']}")
     if evidence is None:

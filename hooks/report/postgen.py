@@ -142,27 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         copied += write_card_code(model_dir, plugin_dir, facts)
         print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
-    if args.no_smoke or facts.plan["problems"]:
-        from hooks.smoke.prestart import release
-
-        release(dest)  # the probe may have prestarted the smoke's trainer ranks: no smoke will run now
     if facts.plan["problems"]:
         print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
     if facts.unused_media and answers.get("parity_mismatch", "stop") == "stop":
-        from hooks.smoke.prestart import release
-
-        release(dest)
         print(f"error: {ignored_media_text(facts)}; a smoke would pass on the wrong data. Use a transformers "
               "release whose forward passes them on, or copy again with -d parity_mismatch=warn to train anyway",
               file=sys.stderr)
         print(_after_failure(args.answers, answers))
         return 1
     if not check_data(dest, answers):
-        from hooks.smoke.prestart import release
-
-        release(dest)  # no smoke will adopt the prestarted ranks
         print(_after_failure(args.answers, answers))
         return 1
     if args.no_smoke:

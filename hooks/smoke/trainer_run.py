@@ -205,59 +205,6 @@ def launch_trainer(
     )
 
 
-def adopt_trainer(launch: dict[str, Any], mm_home: Path, yaml_path: Path, *, log_path: Path,
-                  env: dict[str, str], timeout_s: float = 900,
-                  progress: Progress | None = None) -> TrainerRun:
-    """``launch_trainer`` for ranks prestarted by ``hooks.smoke.prestart``: let them go, then follow them the same way.
-
-    The launch is not our child: its output comes from its log file, its exit code from the file its
-    ``sh`` writes, and a timeout (or Ctrl-C, or the owner's end) stops its process group as
-    ``launch_trainer`` would.
-    """
-    import psutil
-
-    from hooks import lifetime
-    from hooks.smoke import prestart
-
-    state, shell_pid = Path(launch["state"]), int(launch["pid"])
-    try:  # sh -> torchrun -> ranks
-        launcher_pid = next(iter(psutil.Process(shell_pid).children()), psutil.Process(shell_pid)).pid
-    except psutil.Error:
-        launcher_pid = shell_pid
-    peaks: dict[int, float] = {}
-    start = time.monotonic()
-    lifetime.launched_group(shell_pid)
-    prestart.go(launch, [str(Path(yaml_path).resolve())], env, Path(mm_home))
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("w", encoding="utf-8") as log, (state / "trainer.log").open(errors="replace") as source:
-        log.write("$ " + " ".join(launch["cmd"]) + "  # prestarted while copier probed; adopted\n")
-        out = _Output(log, progress)
-
-        def exit_code() -> int | None:
-            out.write(source.read())  # the output so far, as launch_trainer's tee copies it
-            rc = (state / "rc").read_text().strip() if (state / "rc").exists() else ""
-            return int(rc) if rc.lstrip("-").isdigit() else None
-
-        finished = False
-        try:
-            finished = _watch(exit_code, launcher_pid, timeout_s, peaks)
-        finally:
-            if not finished:
-                _kill_group(shell_pid, lambda: not (lifetime.pid_alive(shell_pid) or lifetime.pid_alive(launcher_pid)))
-            lifetime.finished_group(shell_pid)
-        returncode = exit_code()
-    return TrainerRun(
-        returncode=-signal.SIGKILL if returncode is None else returncode,
-        log_text=out.text(),
-        wall_s=time.monotonic() - start,
-        timed_out=not finished,
-        peak_rss_mb=[round(peaks[r], 1) for r in sorted(peaks)],
-    )
-
-
-# --- log parsing ----------------------------------------------------------------------------------
-
-
 def _number(text: str) -> float:
     """Parse a logged number; the engine prints NaN/Inf as NAN/INF (loss) or nan/inf (grad norm)."""
     try:
@@ -540,7 +487,6 @@ def run_framework_smoke(
     import yaml
 
     from hooks.framework.checkout import schema
-    from hooks.smoke import prestart
 
     work_dir = Path(work_dir)
     device = device or detect_device()
@@ -564,14 +510,8 @@ def run_framework_smoke(
     spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve())}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
-    # The ranks the probe prestarted for this checkout, when they fit this smoke (hooks.smoke.prestart).
-    launch = prestart.claim(Path(mm_home), mindspeed_home, device, nproc) if python == sys.executable else None
-    if launch is not None:
-        run = adopt_trainer(launch, Path(mm_home), yaml_path, log_path=log_path, env=env, timeout_s=timeout_s,
-                            progress=progress)
-    else:
-        run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
-                             timeout_s=timeout_s, progress=progress)
+    run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
+                         timeout_s=timeout_s, progress=progress)
     records = parse_iterations(run.log_text)
     result = SmokeResult(
         mode="framework",

@@ -132,7 +132,7 @@ def _write(out: Path, record: dict[str, Any]) -> None:
 
 
 def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrapper factory
-    """The spec is read at the first step: prestarted ranks (``hooks.smoke.prestart``) start before it exists."""
+    """The spec is read at the first step (what to check and where to write)."""
 
     def wrap(train_step: Any) -> Any:
         def observed_train_step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -310,8 +310,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 def install() -> bool:
     """Observe when ``MSMM_OBSERVE`` names the spec file (JSON: model_dir, out; it may be written later).
 
-    Idempotent; a ``train_engine`` imported already (a prestarted rank imports the trainer's modules
-    while it waits) is patched in place. True if installed.
+    Idempotent; a ``train_engine`` imported already is patched in place. True if installed.
     """
     if not os.environ.get(ENV_SPEC):
         return False
