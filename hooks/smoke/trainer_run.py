@@ -510,9 +510,22 @@ def run_framework_smoke(
     spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve())}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
-    run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
-                         timeout_s=timeout_s, progress=progress)
+    from hooks.smoke.reference import go_reference, loss_equivalence, start_reference, stop_reference
+
+    # The loss reference imports and builds the model's own class while the trainer runs (issue 24's cost).
+    reference = start_reference(yaml_path, Path(model_dir).resolve(), observed, mm_home=Path(mm_home), python=python,
+                                attributes=attributes)
+    try:
+        run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
+                             timeout_s=timeout_s, progress=progress)
+    except BaseException:
+        stop_reference(reference, observed)
+        raise
     records = parse_iterations(run.log_text)
+    if records:
+        go_reference(observed)  # it replays the recorded steps while the settings are checked
+    else:
+        stop_reference(reference, observed)
     result = SmokeResult(
         mode="framework",
         losses=[r["loss"] for r in records if r["loss"] is not None],
@@ -531,16 +544,15 @@ def run_framework_smoke(
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
-        from hooks.smoke.reference import loss_equivalence
-
-        wrong, same, unknown = loss_equivalence(yaml_path, Path(model_dir).resolve(), observed, records,
-                                                mm_home=Path(mm_home), python=python, attributes=attributes)
+        wrong, same, unknown = loss_equivalence(reference, observed, records)
         problems, verified = problems + wrong, verified + same
         result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
         if problems and ignored_settings == "stop":
             result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"
         result.notes += [f"WARNING: {problem}" for problem in problems if ignored_settings != "stop"]
+    elif records:
+        stop_reference(reference, observed)
     return judge(result)
 
 
