@@ -7,10 +7,12 @@ torch/transformers lazily so that copier can import this package cheaply.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
 TEMPLATE_ROOT = Path(__file__).resolve().parent.parent  # this repository: the copier template and hooks/
@@ -67,3 +69,24 @@ def load_answers(answers_file: Path) -> dict[str, Any]:
     if not answers_file.is_file():
         raise SystemExit(f"error: answers file {answers_file} not found; run from the checkout root")
     return yaml.safe_load(answers_file.read_text())
+
+
+def dig(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...`` through nested dicts (a YAML, a JSON record), None where a level is missing."""
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node
+
+
+def load_partial(filename: str) -> ModuleType:
+    """A run-time file of ``partials/`` (copied beside the generated plugins; it imports nothing of ours) as a
+    module, loaded once per process: the hooks run the very code the checkout will."""
+    name = "msmm_" + Path(filename).stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TEMPLATE_ROOT / "partials" / filename)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load partials/{filename}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while the class is built
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import env_with_hooks
+from hooks import dig, env_with_hooks
 from hooks.framework import checkout
 
 ANSWERS_DIR = ".copier-answers"
@@ -98,9 +98,7 @@ def _moved_rules(facts: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 
 def _get(node: Any, dotted: str) -> Any:
-    for key in filter(None, dotted.split(".")):
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
+    return dig(node, *filter(None, dotted.split(".")))
 
 
 def _in_settings(place: str) -> bool:

@@ -15,29 +15,19 @@ Derived here, once per model, because they need the processor and a sample image
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hooks import TEMPLATE_ROOT
+from hooks import TEMPLATE_ROOT, load_partial
 from hooks.data import first_difference
 
 RUNTIME = TEMPLATE_ROOT / "partials" / "processor_media.py"
 
 
-@functools.cache
 def runtime() -> ModuleType:
-    """``partials/processor_media.py`` as a module (it imports nothing of ours)."""
-    spec = importlib.util.spec_from_file_location("msmm_processor_media", RUNTIME)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {RUNTIME}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """``partials/processor_media.py`` as a module (the same file branch b's plugin imports)."""
+    return load_partial("processor_media.py")
 
 
 def sample_image(size: tuple[int, int] = (64, 64), color: tuple[int, int, int] = (200, 30, 30)) -> Any:

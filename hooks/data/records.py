@@ -16,29 +16,21 @@ module is its copy-time side:
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
-import sys
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hooks import TEMPLATE_ROOT
+from hooks import TEMPLATE_ROOT, load_partial
 
 RUNTIME = TEMPLATE_ROOT / "partials" / "processor_dataset.py"
 
 
 def runtime() -> ModuleType:
-    """``partials/processor_dataset.py`` as a module (the same file the plugin imports)."""
-    name = "msmm_processor_dataset"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, RUNTIME)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """``partials/processor_dataset.py`` as a module (the same file branch c's plugin imports)."""
+    return load_partial("processor_dataset.py")
 
 
 def sample_format(processor: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hooks import dig
 from hooks.model.memory import GIB
 
 KIB = 1 << 10
@@ -101,13 +102,6 @@ def _records(observed: Path | None) -> dict[int, dict[str, Any]]:
             for p in sorted(observed.glob("observe_rank*.json"))}
 
 
-def _get(cfg: dict[str, Any], *keys: str) -> Any:
-    node: Any = cfg
-    for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
-
-
 def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, nproc: int) -> list[dict[str, Any]]:
     """One row per rank and quantity: ``rank``, ``what``, ``predicted``, ``measured`` (bytes or None), ``note``."""
     from hooks.model.cluster import model_shapes
@@ -118,11 +112,11 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
                and "error" not in rec["activations"]}
     if not records:
         return []
-    shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code")))
-    meta = bool(_get(cfg, "training", "init_model_with_meta_device"))
-    freeze = tuple(_get(cfg, "model", "freeze") or ())
-    ep = int(_get(cfg, "parallel", "expert_parallel_size") or 1)
-    dtype = str(_get(cfg, "parallel", "fsdp_plan", "param_dtype") or "fp32").lower()
+    shapes = model_shapes(model_dir, trust_remote_code=bool(dig(cfg, "model", "trust_remote_code")))
+    meta = bool(dig(cfg, "training", "init_model_with_meta_device"))
+    freeze = tuple(dig(cfg, "model", "freeze") or ())
+    ep = int(dig(cfg, "parallel", "expert_parallel_size") or 1)
+    dtype = str(dig(cfg, "parallel", "fsdp_plan", "param_dtype") or "fp32").lower()
     width = 2 if dtype in ("bf16", "bfloat16", "fp16", "float16") else 4  # what the layers compute in
     rows: list[dict[str, Any]] = []
     for rank, rec in sorted(records.items()):

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hooks import dig
 from hooks.framework.checkout import facts, loss_types
 from hooks.model.matching import module_name_match
 
@@ -41,13 +42,6 @@ _FSDP_APPLIED = re.compile(r"\[FSDP2\]: Apply fsdp2 to module <([^>]*)>")
 _EP_APPLIED = re.compile(r"\[Expert Parallel\]: Apply ep to module <([^>]*)>")
 _DDP_MODE = "DDP mode is enabled (fully_shard_parallel_size=1)"  # the framework's one-shard-rank path
 _PARAM_BYTES = {"bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
-
-
-def _get(cfg: dict[str, Any], *keys: str) -> Any:
-    node: Any = cfg
-    for key in keys:
-        node = node.get(key) if isinstance(node, dict) else None
-    return node
 
 
 _READ_EXTRA = re.compile(r"""getattr\(\s*[\w.\[\]()]+\s*,\s*["'](\w+)["']""")
@@ -90,8 +84,8 @@ def loss_findings(cfg: dict[str, Any], checkout: Path | None) -> tuple[list[str]
     """``loss_cfg`` where this checkout reads it, with a ``loss_type`` its trainer implements."""
     loss_in = facts(checkout)["loss_in"] if checkout else "features"
     problems = [f"YAML key {place}.loss_cfg is not where this MindSpeed-MM reads the loss: move it under {loss_in}:"
-                for place in {"features", "model"} - {loss_in} if _get(cfg, place, "loss_cfg")]
-    loss_type = _get(cfg, loss_in, "loss_cfg", "loss_type")
+                for place in {"features", "model"} - {loss_in} if dig(cfg, place, "loss_cfg")]
+    loss_type = dig(cfg, loss_in, "loss_cfg", "loss_type")
     known = loss_types(checkout) if checkout else []
     if loss_type is not None and known and loss_type not in known:
         problems.append(f"{loss_in}.loss_cfg.loss_type {loss_type!r} is not one this trainer implements ({known})")
@@ -104,7 +98,7 @@ def loss_findings(cfg: dict[str, Any], checkout: Path | None) -> tuple[list[str]
 def unit_findings(log_text: str, cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
     """FSDP2 units and expert parallel as the trainer applied them (its ``Apply ... to module`` lines)."""
     problems, verified = [], []
-    units = _get(cfg, "parallel", "fsdp_plan", "apply_modules") or []
+    units = dig(cfg, "parallel", "fsdp_plan", "apply_modules") or []
     if units and _DDP_MODE in log_text:
         verified.append("world size 1: the trainer ran DDP (fully_shard_parallel_size=1), as MindSpeed-MM does with "
                         "one shard rank and no meta init; the FSDP2 units are not applied on one rank")
@@ -113,8 +107,8 @@ def unit_findings(log_text: str, cfg: dict[str, Any]) -> tuple[list[str], list[s
                                         "parallel.fsdp_plan.apply_modules")
         problems += found
         verified += [line] if line else []
-    experts = _get(cfg, "parallel", "ep_plan", "apply_modules") or []
-    if experts and int(_get(cfg, "parallel", "expert_parallel_size") or 1) > 1:
+    experts = dig(cfg, "parallel", "ep_plan", "apply_modules") or []
+    if experts and int(dig(cfg, "parallel", "expert_parallel_size") or 1) > 1:
         found, line = _patterns_reached(experts, list(dict.fromkeys(_EP_APPLIED.findall(log_text))),
                                         "expert parallel", "parallel.ep_plan.apply_modules")
         problems += found
@@ -134,9 +128,9 @@ def _observations(observed: Path | None) -> dict[int, dict[str, Any]]:
 
 def _weights_source(cfg: dict[str, Any]) -> str:
     """The YAML key (and value) the trainer reads the weights from: ``training.load`` under meta init."""
-    if _get(cfg, "training", "init_model_with_meta_device"):
-        return f"training.load ({_get(cfg, 'training', 'load')})"
-    return f"model.model_name_or_path ({_get(cfg, 'model', 'model_name_or_path')})"
+    if dig(cfg, "training", "init_model_with_meta_device"):
+        return f"training.load ({dig(cfg, 'training', 'load')})"
+    return f"model.model_name_or_path ({dig(cfg, 'model', 'model_name_or_path')})"
 
 
 def weight_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -161,7 +155,7 @@ def load_error(error: str, cfg: dict[str, Any], model_dir: Path) -> str:
     """``error`` naming ``training.load`` when the trainer died loading the weights it names (keys that do not
     match under ``load_strict``), so the user edits the key rather than reading a traceback."""
     source = _weights_source(cfg)
-    meta_load = source.startswith("training.load") and _get(cfg, "training", "load")
+    meta_load = source.startswith("training.load") and dig(cfg, "training", "load")
     if not (error and meta_load and _LOAD_ERROR.search(error)):
         return error
     return f"{error} -- the trainer loads the weights through {source}: point it at the model folder ({model_dir})"
@@ -178,11 +172,11 @@ def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], mode
     from hooks.model.cluster import model_shapes
     from hooks.model.memory import Layout, rank_bytes, unused_note
 
-    shapes = model_shapes(model_dir, trust_remote_code=bool(_get(cfg, "model", "trust_remote_code"))).shapes
-    layout = Layout(world=nproc, ep=int(_get(cfg, "parallel", "expert_parallel_size") or 1))
-    freeze = _get(cfg, "model", "freeze") or []
-    ddp = nproc == 1 and not _get(cfg, "training", "init_model_with_meta_device")
-    width = _PARAM_BYTES.get(str(_get(cfg, "parallel", "fsdp_plan", "param_dtype")).lower(), 4) if ddp else 4
+    shapes = model_shapes(model_dir, trust_remote_code=bool(dig(cfg, "model", "trust_remote_code"))).shapes
+    layout = Layout(world=nproc, ep=int(dig(cfg, "parallel", "expert_parallel_size") or 1))
+    freeze = dig(cfg, "model", "freeze") or []
+    ddp = nproc == 1 and not dig(cfg, "training", "init_model_with_meta_device")
+    width = _PARAM_BYTES.get(str(dig(cfg, "parallel", "fsdp_plan", "param_dtype")).lower(), 4) if ddp else 4
     problems, lines = [], []
     for rank, got in sorted(measured.items()):
         unused = [n.removeprefix("module.") for n in got.get("no_grad", [])]  # DDP's wrapper names
@@ -212,12 +206,12 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
     verified = []
     recompute_in = facts(checkout)["recompute_in"] if checkout else "features"
     for place in {"features", "parallel"} - {recompute_in}:  # the other place: a schema field the trainer ignores
-        if _get(cfg, place, "recompute") or _get(cfg, place, "recompute_plan", "apply_modules"):
+        if dig(cfg, place, "recompute") or dig(cfg, place, "recompute_plan", "apply_modules"):
             problems.append(f"YAML key {place}.recompute / {place}.recompute_plan is not where this MindSpeed-MM "
                             f"reads recompute: move them under {recompute_in}:")
     recomputed = list(dict.fromkeys(_RECOMPUTED.findall(log_text)))
-    patterns = _get(cfg, recompute_in, "recompute_plan", "apply_modules") or []
-    if _get(cfg, recompute_in, "recompute") and patterns:
+    patterns = dig(cfg, recompute_in, "recompute_plan", "apply_modules") or []
+    if dig(cfg, recompute_in, "recompute") and patterns:
         key = f"{recompute_in}.recompute_plan.apply_modules"
         found, line = _patterns_reached(patterns, recomputed, "recompute", key)
         problems += found
@@ -225,7 +219,7 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
     found, lines = loss_findings(cfg, checkout)
     problems += found
     verified += lines
-    freeze = _get(cfg, "model", "freeze") or []
+    freeze = dig(cfg, "model", "freeze") or []
     frozen = _FROZEN.findall(log_text)
     problems += [f"freeze pattern {p!r} froze no module in the trainer (model.freeze)" for p in freeze
                  if not any(module_name_match(p, name) for name in frozen)]
