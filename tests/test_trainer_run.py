@@ -14,7 +14,8 @@ import pytest
 
 from hooks.framework.environment import BRIDGES_DIR, framework_env
 from hooks.smoke import trainer_run
-from hooks.smoke.trainer_run import first_error, parse_iterations, smoke_yaml
+from hooks.smoke.smoke_config import smoke_yaml
+from hooks.smoke.trainer_run import first_error, parse_iterations
 from tests.samples import QWEN2_5_VL_PLAN
 
 PREFIX = "[Rank 0 | Local Rank 0] 2026-12-02 10:00:00,000 INFO [mindspeed_mm.fsdp.train.train_engine:46] => "

@@ -165,7 +165,8 @@ def real_run(checkout: Path, model_dir: Path, model_id: str, iters: int, devices
     import yaml
 
     from hooks.framework.environment import framework_env
-    from hooks.smoke.trainer_run import launch_trainer, smoke_yaml
+    from hooks.smoke.smoke_config import smoke_yaml
+    from hooks.smoke.trainer_run import launch_trainer
 
     answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())
     planned = answers.get("memory_plan") or {}
