@@ -25,10 +25,8 @@ from pathlib import Path
 from hooks import run_one_shot
 from hooks.data.facts import add_data_facts, choose_branch
 from hooks.model.probe import (
-    TOKENIZER_FILES,
     ModelFacts,
     ProbeError,
-    check_model_dir,
     default_memory_plan,
     probe_model,
     render_table,
@@ -43,12 +41,8 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
     """
     t0 = time.perf_counter()
-    check_model_dir(model_dir, trust_remote_code=trust_remote_code)  # its messages first, as a user fixes them
-    if with_processor and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
-        raise ProbeError(f"model_path: {model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
-                         "copy them from the model's release into the folder")
     probed = probe_model(model_dir, trust_remote_code=trust_remote_code, checkout=checkout,
-                         trained_submodule=trained_submodule)
+                         trained_submodule=trained_submodule, with_tokenizer=with_processor)
     facts = probed.facts
     if with_processor:
         add_data_facts(probed, model_dir, trust_remote_code=trust_remote_code)

@@ -37,15 +37,15 @@ def sample_format(processor: Any) -> dict[str, Any]:
     """How ``processor`` makes a training sample: ``chat``, ``suffix`` or ``prompt`` (with its end of turn)."""
     own_token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None)
     if getattr(processor, "chat_template", None):
-        return {"kind": "chat", "end_of_turn": "", **_chat_call(processor, {})}
+        return {"kind": "chat", "end_of_turn": "", **_chat_call(processor, {})[0]}
     if getattr(processor.tokenizer, "chat_template", None):
         # A template on the tokenizer only is the prompt format where the processor has no image token to write a
         # prompt with (Phi-3-vision), or where it takes the image and closes each answer with an end of turn (a
         # release that keeps the processor's template in tokenizer_config.json); a text-only template that writes
         # no end of turn (Chameleon's tokenizer) leaves the processor's own prompt convention.
-        form = _chat_call(processor, {"template_on": "tokenizer"})
+        form, expands = _chat_call(processor, {"template_on": "tokenizer"})
         end = _chat_end_of_turn(processor, form)
-        if not own_token or (end and _expands(processor, form, typed=not form.get("image_mark"))):
+        if not own_token or (end and expands):
             return {"kind": "chat", "end_of_turn": end, **form}
     call = type(processor).__call__
     if "suffix" in inspect.signature(call).parameters or "suffix" in inspect.getsource(call):
@@ -54,20 +54,20 @@ def sample_format(processor: Any) -> dict[str, Any]:
     return {"kind": "prompt", "end_of_turn": end, "own_query": _writes_own_query(processor)}
 
 
-def _chat_call(processor: Any, fmt: dict[str, Any]) -> dict[str, Any]:
+def _chat_call(processor: Any, fmt: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     """How the chat template and the processor take an image: typed ``{"type": "image"}`` items and a batch of
     one, as transformers' processors do; else the processor's own image mark written into string content, in a
     batch of one or one string per call (Phi-3-vision's model card: ``<|image_1|>`` in the prompt,
     ``processor(prompt, [image])``). A form that raises is not evidence, only one that expands the image is;
-    with none, the typed form stays and the probe's one-image call reports why it fails."""
+    with none, the typed form stays (False: nothing expanded) and the probe's one-image call reports why."""
     if _expands(processor, fmt, typed=True):
-        return fmt
+        return fmt, True
     for mark in image_marks(processor):
         for one_text in (False, True):
             trial = {**fmt, "image_mark": mark, **({"one_text": True} if one_text else {})}
             if _expands(processor, trial):
-                return trial
-    return fmt
+                return trial, True
+    return fmt, False
 
 
 def _chat_end_of_turn(processor: Any, fmt: dict[str, Any]) -> str:

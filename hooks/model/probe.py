@@ -448,15 +448,19 @@ class Probed:
 
 
 def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: Path | None = None,
-                trained_submodule: str | None = None) -> Probed:
+                trained_submodule: str | None = None, with_tokenizer: bool = False) -> Probed:
     """The model facts of ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input.
 
     ``checkout``/``trained_submodule``: where the framework trains a sub-model of the published class (its
     in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
-    The data path's facts and the branch choice are the data stage's (``hooks.probe`` puts them together).
+    ``with_tokenizer``: the folder must hold tokenizer files (the data path reads them). The data path's facts
+    and the branch choice are the data stage's (``hooks.probe`` puts them together).
     """
     t0 = time.perf_counter()
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
+    if with_tokenizer and not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ProbeError(f"model_path: {model_dir} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...); "
+                         "copy them from the model's release into the folder")
     check_interpreter()
     from hooks.compat import ensure_torchvision
 
