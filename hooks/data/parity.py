@@ -42,8 +42,8 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgp
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
 CHECK_CODE = tuple(TEMPLATE_ROOT / p for p in (  # the check's own code: a verdict is cached on it too
     "hooks/data/batch.py", "hooks/data/media.py", "partials/processor_media.py"))
-DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py",
-                     "modeling_*.py", "remote_code/*.py")  # the model plugin: branch c's model code
+DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py")
+MODEL_CODE_FILES = ("modeling_*.py", "remote_code/*.py")  # the model plugin: data code in the code conventions
 
 @dataclass
 class ParityResult:
@@ -96,14 +96,19 @@ def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
 # --- configurations to check -------------------------------------------------------------------------
 
 
-def data_plugin_files(config: dict[str, Any], dest: Path, scratch: Path | None = None) -> list[Path]:
-    """The data-plugin code a verdict depends on: the derived template's files in a plugin of the YAML."""
+def data_plugin_files(config: dict[str, Any], dest: Path, scratch: Path | None = None, *,
+                      model_code: bool = False) -> list[Path]:
+    """The data-plugin code a verdict depends on: the derived template's files in a plugin of the YAML, and the
+    model plugin's code where the samples come from it (``model_code``: the code, method and context
+    conventions). A branch-b plugin beside the model plugin does not make the model code part of the verdict,
+    so the copy-time evidence's verdict is reused after rendering."""
+    patterns = DATA_PLUGIN_FILES + (MODEL_CODE_FILES if model_code else ())
     files: list[Path] = []
     for plugin in config.get("training", {}).get("plugin", []):
         for root in (dest, scratch):
             folder = Path(root) / plugin.replace(".", "/") if root else None
             if folder and folder.is_dir():
-                files += [p for pattern in DATA_PLUGIN_FILES for p in sorted(folder.glob(pattern))]
+                files += [p for pattern in patterns for p in sorted(folder.glob(pattern))]
     return files
 
 
@@ -269,13 +274,14 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(f"fsdp/models/{model_id}") or
                                     branch == "b" or sample_kind in ("code", "method", "context")]
-    spec = {**spec_for(answers["model_facts"], bool(answers.get("trust_remote_code"))), "branch": branch}
-    if branch == "c":
+    spec = spec_for(answers["model_facts"], bool(answers.get("trust_remote_code")))
+    if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
         spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
-        spec.update(model_id=model_id, sample_format=sample_format)
+        spec.update(branch=branch, model_id=model_id, sample_format=sample_format)
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    key = parity_key(dest, model_dir, config, data_plugin_files(config, dest), spec, python)
+    model_code = sample_kind in ("code", "method", "context")
+    key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, model_code=model_code), spec, python)
     result = _load_cached(key)
     if result is None:
         result = run_check(dest, model_dir, config, spec, python=python, mindspeed_home=mindspeed_home)

@@ -104,7 +104,6 @@ def _records(observed: Path | None) -> dict[int, dict[str, Any]]:
 
 def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, nproc: int) -> list[dict[str, Any]]:
     """One row per rank and quantity: ``rank``, ``what``, ``predicted``, ``measured`` (bytes or None), ``note``."""
-    from hooks.model.cluster import model_shapes
     from hooks.model.memory import LOGIT_BYTES, Settings, breakdown, layer_row_bytes
     from hooks.model.saved import SavedBytes, layer_kind, predicted
 
@@ -112,7 +111,9 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
                and "error" not in rec["activations"]}
     if not records:
         return []
-    shapes = model_shapes(model_dir, trust_remote_code=bool(dig(cfg, "model", "trust_remote_code")))
+    from hooks.smoke.reference import smoke_shapes
+
+    shapes = smoke_shapes(observed, model_dir, cfg)
     meta = bool(dig(cfg, "training", "init_model_with_meta_device"))
     freeze = tuple(dig(cfg, "model", "freeze") or ())
     ep = int(dig(cfg, "parallel", "expert_parallel_size") or 1)

@@ -442,6 +442,35 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
                                 preexec_fn=niced)
 
 
+SHAPES = "model_shapes.pkl"
+
+
+def write_shapes(model_dir: Path, cfg: dict[str, Any], observed: Path) -> None:
+    """The trained model's shapes for the smoke's shard and memory checks, read here, beside the trainer, where
+    torch and transformers are imported anyway: the smoke's own process then never imports them (~4 s on a
+    2-core host, issue 25's bench). Pickled: the same dataclasses, read back by the same code."""
+    import pickle
+
+    from hooks.model.cluster import model_shapes
+
+    shapes = model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")))
+    partial = observed / f"{SHAPES}.tmp"
+    partial.write_bytes(pickle.dumps(shapes, protocol=4))
+    partial.replace(observed / SHAPES)
+
+
+def smoke_shapes(observed: Path | None, model_dir: Path, cfg: dict[str, Any]) -> Any:
+    """The ``ModelShapes`` the reference wrote (``write_shapes``), else built here."""
+    import pickle
+
+    path = observed / SHAPES if observed else None
+    if path is not None and path.is_file():
+        return pickle.loads(path.read_bytes())
+    from hooks.model.cluster import model_shapes
+
+    return model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")))
+
+
 def go_reference(observed: Path) -> None:
     """The trainer exited with its steps recorded: the reference may replay them."""
     (observed / "reference_after").write_text(GO)
@@ -521,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
 
             torch.manual_seed(0)
             cfg = yaml.safe_load(Path(spec["config"]).read_text())
+            try:
+                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]))
+            except Exception:  # noqa: BLE001 - the smoke then builds them itself
+                traceback.print_exc(file=sys.stderr)
             built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {})
             if _wait_for(args.after, args.timeout) != GO:
                 return 0

@@ -162,17 +162,17 @@ def load_error(error: str, cfg: dict[str, Any], model_dir: Path) -> str:
 
 
 def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], model_dir: Path | None,
-                   nproc: int) -> tuple[list[str], list[str]]:
+                   nproc: int, observed: Path | None = None) -> tuple[list[str], list[str]]:
     """Each rank's parameter, gradient and AdamW bytes after step 1 against the memory plan's arithmetic."""
     measured = {r: rec["shards"] for r, rec in records.items() if isinstance(rec.get("shards"), dict)}
     if not measured or model_dir is None:
         return [], []
     if any("error" in m for m in measured.values()):
         return [f"shard sizes not measured: {next(m['error'] for m in measured.values() if 'error' in m)}"], []
-    from hooks.model.cluster import model_shapes
     from hooks.model.memory import Layout, rank_bytes, unused_note
+    from hooks.smoke.reference import smoke_shapes
 
-    shapes = model_shapes(model_dir, trust_remote_code=bool(dig(cfg, "model", "trust_remote_code"))).shapes
+    shapes = smoke_shapes(observed, model_dir, cfg).shapes
     layout = Layout(world=nproc, ep=int(dig(cfg, "parallel", "expert_parallel_size") or 1))
     freeze = dig(cfg, "model", "freeze") or []
     ddp = nproc == 1 and not dig(cfg, "training", "init_model_with_meta_device")
@@ -227,7 +227,7 @@ def settings_findings(log_text: str, cfg: dict[str, Any], checkout: Path | None 
         verified.append(f"freeze applied to {len(set(frozen))} modules")
     records = _observations(observed)
     for found, lines in (unit_findings(log_text, cfg) if observed else ([], []), weight_findings(records, cfg),
-                         shard_findings(records, cfg, model_dir, nproc)):
+                         shard_findings(records, cfg, model_dir, nproc, observed)):
         problems += found
         verified += lines
     if not problems:

@@ -341,7 +341,7 @@ def run_framework_smoke(
         raise
     records = parse_iterations(run.log_text)
     if records:
-        go_reference(observed)  # it replays the recorded steps while the settings are checked
+        go_reference(observed)  # it replays the recorded steps
     else:
         stop_reference(reference, observed)
     result = SmokeResult(
@@ -360,9 +360,10 @@ def run_framework_smoke(
 
     result.error = load_error(result.error, cfg, Path(model_dir))
     if records and not result.error:  # it trained: did every setting of the YAML take effect?
+        # the reference first: it also wrote the model's shapes that the shard and memory checks read
+        wrong, same, unknown = loss_equivalence(reference, observed, records)
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
-        wrong, same, unknown = loss_equivalence(reference, observed, records)
         problems, verified = problems + wrong, verified + same
         result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
