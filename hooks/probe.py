@@ -34,18 +34,20 @@ from hooks.model.probe import (
 
 
 def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,
-          with_memory: bool = False, checkout: Path | None = None, trained_submodule: str | None = None) -> ModelFacts:
+          with_memory: bool = False, checkout: Path | None = None, trained_submodule: str | None = None,
+          sample_builder: str = "") -> ModelFacts:
     """Probe ``model_dir``: model facts, the data path's facts, the branch; ``ProbeError`` on bad input.
 
     ``checkout``/``trained_submodule``: where the framework trains a sub-model of the published class (its
     in-repo plugin's choice, or the user's), everything from the module table on describes that sub-model.
+    ``sample_builder``: the user's image function for a release that ships none (``hooks.data.builder``).
     """
     t0 = time.perf_counter()
     probed = probe_model(model_dir, trust_remote_code=trust_remote_code, checkout=checkout,
                          trained_submodule=trained_submodule, with_tokenizer=with_processor)
     facts = probed.facts
     if with_processor:
-        add_data_facts(probed, model_dir, trust_remote_code=trust_remote_code)
+        add_data_facts(probed, model_dir, trust_remote_code=trust_remote_code, sample_builder=sample_builder)
     if with_memory:  # after the processor facts: one image's length sizes the samples
         facts.memory_default = default_memory_plan(probed, model_dir)
     probed.model = None
@@ -87,6 +89,18 @@ def _model_code_error(model_dir: Path, err: BaseException) -> str:
             f"python -m hooks.probe {model_dir} --trust-remote-code)")
 
 
+def _builder(spec: str) -> str:
+    """The sample builder answer with its file made absolute; ``ProbeError`` naming the field when it is wrong."""
+    if not spec.strip():
+        return ""
+    from hooks.data.builder import resolve
+
+    try:
+        return resolve(spec)
+    except ValueError as err:
+        raise ProbeError(f"sample_builder: {err}; answer path/to/builder.py:function") from err
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 facts written, 1 facts written with plan problems, 2 bad input, 3 the model's code failed.
 
@@ -106,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
                         help="the sub-model of the published class your trainer builds, e.g. thinker "
                              "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
+    parser.add_argument("--sample-builder", default="", metavar="PATH.py:FUNCTION",
+                        help="your image function, for a release that ships no image preprocessing "
+                             "(python -m hooks.data.builder MODEL_DIR --skeleton FILE writes one to fill in)")
     parser.add_argument("--data-evidence", nargs=4, metavar=("CHECKOUT", "MODEL_ID", "PYTHON", "OUT"),
                         help="then try the candidate data paths in that checkout; their verdicts go to OUT")
     args = parser.parse_args(argv)
@@ -114,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             checkout = args.checkout or (Path(args.data_evidence[0]) if args.data_evidence else None)
             facts = probe(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
                           with_processor=not args.no_processor, with_memory=args.memory_out is not None,
-                          checkout=checkout, trained_submodule=args.trained_submodule)
+                          checkout=checkout, trained_submodule=args.trained_submodule,
+                          sample_builder=_builder(args.sample_builder))
     except BaseException as err:
         if isinstance(err, ProbeError):
             print(f"error: {err}", file=sys.stderr)

@@ -70,9 +70,12 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
     return facts
 
 
-def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool) -> None:
+def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, sample_builder: str = "") -> None:
     """The processor's facts and, for a release without a processor class, its own data code's, into
-    ``probed.facts.processor``; raises ``ProbeError`` when the processor does not load at all."""
+    ``probed.facts.processor``; raises ``ProbeError`` when the processor does not load at all.
+
+    ``sample_builder``: the user's image function (``hooks.data.builder``) for a release whose ``chat()`` takes
+    tiles it ships no code to make; only the code convention uses it, and its verdict stands alone."""
     facts, model = probed.facts, probed.model
     facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code,
                                       forward_params=facts.forward_params, custom=facts.custom_model)
@@ -88,10 +91,10 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool) 
 
         cls = type(model)
         try:
-            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code))
-            if facts.processor.get("problems"):  # no chat()-style code: a method writing labelled samples?
+            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code, sample_builder))
+            if facts.processor.get("problems") and not sample_builder:  # no chat(): a method writing samples?
                 facts.processor.update(method_facts(cls, model, model_dir, facts.forward_params, trust_remote_code))
-            if facts.processor.get("problems"):  # or images as file paths in a make_context() prompt?
+            if facts.processor.get("problems") and not sample_builder:  # or image paths in make_context()?
                 facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
         except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
             facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "

@@ -52,6 +52,7 @@ class ChatCall:
     attributes: dict[str, Any]
     template: str | None
     system_message: str | None
+    prompt_text: str | None = None  # the text chat() tokenized last: its prompt, to extend with an answer
 
 
 def code_modules(cls: type) -> list[ModuleType]:
@@ -74,6 +75,19 @@ def own_modules(cls: type, model_dir: Path) -> list[ModuleType]:
     if find_function(modules, IMAGE_FUNCTION) is None and (card := model_card.load(model_dir, IMAGE_FUNCTION)):
         modules.append(card)
     return modules
+
+
+def data_functions(cls: type, model_dir: Path, builder: str = "") -> tuple[Any | None, Any | None]:
+    """(image function, conversation function): the user's sample builder when an answer names one
+    (``hooks.data.builder``: a release that ships no image preprocessing), else the model's own, from its
+    code and then its model card."""
+    modules = own_modules(cls, model_dir) if not builder else code_modules(cls)
+    get_conv = find_function(modules, CONVERSATION_FUNCTION)
+    if builder:
+        from hooks.data import builder as sample_builder
+
+        return sample_builder.load(builder), get_conv
+    return find_function(modules, IMAGE_FUNCTION), get_conv
 
 
 def opens_file(function: Any) -> bool:
@@ -125,17 +139,28 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
         conversations.append((name, conv))
         return conv
 
+    texts: list[str] = []
+    tokenizer_class = type(tokenizer)
+    tokenize = tokenizer_class.__call__
+
+    def tokenizing(self: Any, text: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(text, str):
+            texts.append(text)
+        return tokenize(self, text, *args, **kwargs)
+
     before = {k: v for k, v in vars(model).items() if not k.startswith("_")}
     if original is not None:
         setattr(chat_module, CONVERSATION_FUNCTION, conversation)
     params = inspect.signature(model.chat).parameters
     extra = {"generation_config": {"max_new_tokens": 1}} if "generation_config" in params else {}
+    tokenizer_class.__call__ = tokenizing
     try:
         with recording(model, record):
             model.chat(tokenizer, pixel_values, question, **extra)
     except _Recorded:
         pass
     finally:
+        tokenizer_class.__call__ = tokenize
         if original is not None:
             setattr(chat_module, CONVERSATION_FUNCTION, original)
     if "input_ids" not in calls:
@@ -144,7 +169,7 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
                   if not k.startswith("_") and isinstance(v, (int, str)) and before.get(k) != v}
     name, conv = conversations[-1] if conversations else (None, None)
     return ChatCall(input_ids=calls["input_ids"][0].tolist(), inputs=calls, attributes=attributes, template=name,
-                    system_message=getattr(conv, "system_message", None))
+                    system_message=getattr(conv, "system_message", None), prompt_text=texts[-1] if texts else None)
 
 
 def selecting_flags(cls: type, call: ChatCall) -> list[str]:
@@ -169,22 +194,34 @@ def image_text(call: ChatCall, tokenizer: Any, tiles: int) -> tuple[list[str], i
     return names, count // tiles
 
 
-def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) -> dict[str, Any]:
-    """The ``code`` sample format and model attributes for the probe's facts; ``problems`` if it cannot be read."""
+def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool, builder: str = "") -> dict[str, Any]:
+    """The ``code`` sample format and model attributes for the probe's facts; ``problems`` if it cannot be read.
+
+    ``builder``: the user's sample builder (``path.py:function``, absolute), in place of an image function the
+    release does not ship; ``needs_builder`` says that only that function is missing."""
     from PIL import Image
     from transformers import AutoTokenizer
 
-    modules = own_modules(cls, model_dir)
-    load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
+    try:
+        load_image, get_conv = data_functions(cls, model_dir, builder)
+    except Exception as err:  # noqa: BLE001 - the user's file: never evidence, the cause is the answer
+        return {"problems": [f"could not evaluate the sample builder {builder} ({type(err).__name__}: "
+                             f"{str(err)[:300]})"], "builder": builder}
     missing = [name for name, f in ((IMAGE_FUNCTION, load_image), (CONVERSATION_FUNCTION, get_conv)) if f is None]
     if missing or not callable(getattr(cls, "chat", None)):
         what = ", ".join([*missing, *([] if callable(getattr(cls, "chat", None)) else ["a chat() method"])])
         card = (model_dir / "README.md").is_file()
         return {"problems": [f"neither the model's code nor its model card ({model_dir.name}/README.md "
-                             f"{'code blocks' if card else 'absent'}) defines {what}"], "model_card": card}
+                             f"{'code blocks' if card else 'absent'}) defines {what}"], "model_card": card,
+                "needs_builder": what == IMAGE_FUNCTION}
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     image = Image.new("RGB", (128, 64), "red")  # wider than tall: more than one tile where the model tiles
     image_file = opens_file(load_image)
+    if builder:
+        from hooks.data.builder import contract_problems
+
+        if problems := contract_problems(load_image, model.config, image, image_file):
+            return {"problems": problems, "builder": builder}
     from hooks.data.records import runtime
 
     data = runtime()
@@ -195,11 +232,12 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool) 
     flags = sorted({*(k for k, v in call.inputs.items() if k not in PASSED_THROUGH and hasattr(v, "shape")
                       and v.shape[:1] == pixels.shape[:1] and bool((v == 1).all())), *selecting_flags(cls, call)})
     fmt = {"kind": "code", "image_text": names, "per_tile": per_tile, "tile_flags": flags,
-           "image_function": f"{load_image.__module__.rpartition('.')[2]}.{IMAGE_FUNCTION}",
+           "image_function": f"{load_image.__module__.rpartition('.')[2]}.{load_image.__name__}",
            "image_defaults": {k: p.default for k, p in list(inspect.signature(load_image).parameters.items())[1:]
                               if p.default is not inspect.Parameter.empty},
            "conversation": f"{get_conv.__module__.rpartition('.')[2]}.{CONVERSATION_FUNCTION}",
-           "template": call.template, "system_message": call.system_message, "image_file": image_file}
+           "template": call.template, "system_message": call.system_message, "image_file": image_file,
+           **({"builder": builder} if builder else {})}
     rebuilt = rebuild_prompt(fmt, tokenizer, load_image, get_conv, image, "Describe it.")
     problems = [] if rebuilt == call.input_ids else [
         f"the conversation and image text read off chat() do not rebuild its prompt (first difference at token "
@@ -249,6 +287,17 @@ def end_of_turn(get_conv: Any, fmt: dict[str, Any]) -> str:
     return after[0] if after else ""
 
 
+def _trains_answer(trained: list[int], tokenizer: Any, call: ChatCall, answer: str) -> bool:
+    """Whether ``trained`` are the answer's tokens as the model's own tokenizer writes them after ``chat()``'s
+    prompt: its prompt text and the answer tokenized as one text (a sentencepiece tokenizer decodes a lone
+    answer with a leading space it never wrote), else, where the prompt text is unknown, the decoded text."""
+    if call.prompt_text is not None:
+        whole = tokenizer(call.prompt_text + answer)["input_ids"]
+        if whole[:len(call.input_ids)] == call.input_ids:
+            return trained == whole[len(call.input_ids):]
+    return tokenizer.decode(trained) == answer
+
+
 def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str]], model_dir: Path,
                spec: dict[str, Any], model_class: type | None) -> dict[str, Any]:
     """Compare the dataset plugin's batches with the model's own ``chat()`` on the same image and question.
@@ -270,8 +319,7 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     model, _, _ = build_structure(cls, config, model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
-    modules = own_modules(cls, model_dir)
-    load_image, get_conv = (find_function(modules, n) for n in (IMAGE_FUNCTION, CONVERSATION_FUNCTION))
+    load_image, get_conv = data_functions(cls, model_dir, spec["sample_format"].get("builder", ""))
     eot = end_of_turn(get_conv, spec["sample_format"])
     details, names, call = [], [], None
     for (name, images, question, answer), (length, ours) in zip(samples, batches, strict=True):
@@ -302,7 +350,8 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
                           f"{tokenizer.decode(ids[max(at - 3, 0):at + 4])!r}, chat() "
                           f"{tokenizer.decode(prompt[max(at - 3, 0):at + 4])!r}"]}
         trained = [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE]
-        if any(lab != IGNORE for lab in labels[:len(prompt)]) or tokenizer.decode(trained) != answer + eot:
+        if any(lab != IGNORE for lab in labels[:len(prompt)]) or not _trains_answer(trained, tokenizer, call,
+                                                                                    answer + eot):
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {tokenizer.decode(trained)!r}, not the answer and its end of turn "
                           f"{answer + eot!r}"]}

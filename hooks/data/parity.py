@@ -286,7 +286,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     if result is None:
         result = run_check(dest, model_dir, config, spec, python=python, mindspeed_home=mindspeed_home)
         _store(key, result)
-    own = {"code": "the model's own data code and chat()",
+    own = {"code": ("your sample builder and the model's own conversation and chat()" if sample_format.get("builder")
+                    else "the model's own data code and chat()"),
            "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",
            "context": "the model's own make_context() and chat()"}.get(
         sample_kind, "the model's processor and chat template")

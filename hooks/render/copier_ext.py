@@ -25,6 +25,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from jinja2 import pass_context
 from jinja2.ext import Extension
@@ -120,21 +121,23 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
     return problem if problem.startswith("trust_remote_code:") else ""
 
 
-_PROBE_RUNS: dict[tuple[str, str, bool], tuple[int, str, str]] = {}
+_PROBE_RUNS: dict[tuple[str, str, bool, str], tuple[int, str, str]] = {}  # (model, python, consent, builder)
 _MEMORY_DEFAULTS: dict[tuple[str, str, bool], str] = {}  # the probe's memory plan for the default cluster
 _EVIDENCE: dict[tuple[str, str, bool], str] = {}  # the data evidence the probe gathered in the destination checkout
 PROBE_TIMEOUT_S = float(os.environ.get("MSMM_PROBE_TIMEOUT_S", "600"))  # model code that hangs on import/build
 
 
-def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] = ()) -> tuple[int, str, str]:
+def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] = (),
+               builder: str = "") -> tuple[int, str, str]:
     """The probe CLI in the hooks interpreter, run once per (model, interpreter, consent): exit code,
     the facts' JSON (from a file: the model's own code may print on stdout), stderr.
 
     ``extra``: ``(CHECKOUT, MODEL_ID, PYTHON)``, with which the same process then gathers the data evidence
     for the data-branch question (``hooks.probe --data-evidence``). A probe past ``MSMM_PROBE_TIMEOUT_S`` is
-    killed; it starts nothing that outlives it.
+    killed; it starts nothing that outlives it. ``builder``: the sample builder answer (``hooks.data.builder``);
+    the memory plan and evidence of the latest run stand.
     """
-    key = (model_path, python, trust)
+    key = (model_path, python, trust, builder)
     if key not in _PROBE_RUNS:
         folder = Path(os.path.expanduser(model_path)).resolve()
         with tempfile.TemporaryDirectory(prefix="msmm-probe-") as tmp:
@@ -143,6 +146,8 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
                    "--memory-out", str(memory), *(("--data-evidence", *extra, str(evidence)) if extra else ())]
             if trust:
                 cmd.append("--trust-remote-code")
+            if builder:
+                cmd += ["--sample-builder", str(Path(os.path.expanduser(builder)))]
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
                                       preexec_fn=die_with_parent, timeout=PROBE_TIMEOUT_S)
@@ -155,9 +160,9 @@ def _run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...]
             facts = out.read_text(encoding="utf-8") if out.is_file() else ""
             _PROBE_RUNS[key] = done.returncode, facts, done.stderr
             if memory.is_file():
-                _MEMORY_DEFAULTS[key] = memory.read_text(encoding="utf-8")
+                _MEMORY_DEFAULTS[key[:3]] = memory.read_text(encoding="utf-8")
             if evidence.is_file():
-                _EVIDENCE[key] = evidence.read_text(encoding="utf-8")
+                _EVIDENCE[key[:3]] = evidence.read_text(encoding="utf-8")
     return _PROBE_RUNS[key]
 
 
@@ -196,18 +201,51 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
     return ""
 
 
-_SHOWN: set[tuple[str, str, bool]] = set()
+def _facts(model_path: str, python: str, trust_remote_code: bool, builder: str = "") -> dict[str, Any]:
+    """The facts of a probe already run (cached), {} when it failed."""
+    code, out, _ = _run_probe(str(model_path), str(python), bool(trust_remote_code), builder=str(builder or ""))
+    return json.loads(out) if code in (0, 1) and out.strip() else {}
+
+
+def needs_builder(model_path: str, python: str, trust_remote_code: bool) -> bool:
+    """The release's ``chat()`` takes image tiles that neither its code nor its model card makes: the sample
+    builder question is asked (``hooks.data.builder``)."""
+    return bool((_facts(model_path, python, trust_remote_code).get("processor") or {}).get("needs_builder"))
+
+
+def builder_error(sample_builder: str, model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
+                  model_id: str = "") -> str:
+    """The sample builder, checked by the probe like the model's own code: its contract on a test image, then
+    ``chat()`` with its tiles; empty, the answer names how to write one."""
+    if not str(sample_builder or "").strip():
+        why = "; ".join((_facts(model_path, python, trust_remote_code).get("processor") or {}).get("problems") or [])
+        return (f"sample_builder: the release ships no image preprocessing for its chat() ({why}); write it from a "
+                f"skeleton (python -m hooks.data.builder {model_path} --skeleton my_builder.py, taking the code from "
+                "the release's or its base model's model card) and answer my_builder.py:load_image")
+    extras = _probe_extras(str(model_id), str(python), str(dst_path))
+    code, out, err = _run_probe(str(model_path), str(python), bool(trust_remote_code), extras, str(sample_builder))
+    if code not in (0, 1) or not out.strip():
+        tail = (err.strip().splitlines() or ["no output"])[-1]
+        return tail.removeprefix("error: ") if tail.startswith("error: sample_builder:") else (
+            f"sample_builder: probing the model with {sample_builder} failed ({tail.removeprefix('error: ')})")
+    problems = (json.loads(out).get("processor") or {}).get("problems") or []
+    return (f"sample_builder: {'; '.join(problems)}; fix {sample_builder} (its contract: python -m hooks.data.builder "
+            f"{model_path} --skeleton NEW_FILE.py writes it down)") if problems else ""
+
+
+_SHOWN: set[tuple[str, str, bool, str]] = set()
 
 
 @pass_context
-def probe_json(context: Context, model_path: str, python: str, trust_remote_code: bool) -> str:
+def probe_json(context: Context, model_path: str, python: str, trust_remote_code: bool,
+               sample_builder: str = "") -> str:
     """The probe's ModelFacts as JSON, frozen into the answers file by an ``ask: false`` question.
 
     In an interactive copy the findings are shown here, once: copier evaluates this default
     right before it asks for the data branch, which the findings are the evidence for.
     """
-    key = (str(model_path), str(python), bool(trust_remote_code))
-    code, out, _ = _run_probe(*key)
+    key = (str(model_path), str(python), bool(trust_remote_code), str(sample_builder or ""))
+    code, out, _ = _run_probe(*key[:3], builder=key[3])
     if code not in (0, 1) or not out.strip():
         return "{}"
     if key not in _SHOWN and _interactive(context):
@@ -461,6 +499,8 @@ class MigrateExtension(Extension):
             msmm_trust_error=_stop_on_error(trust_error, interactive=False),
             msmm_probe_error=_stop_on_error(probe_error),
             msmm_probe_json=probe_json,
+            msmm_needs_builder=needs_builder,
+            msmm_builder_error=_stop_on_error(builder_error),
             msmm_data_evidence=data_evidence,
             msmm_has_auto_map=has_auto_map,
             msmm_data_error=_stop_on_error(data_error),

@@ -87,6 +87,20 @@ def write_card_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> lis
     return [target]
 
 
+def write_builder_code(plugin_dir: Path, facts: ModelFacts) -> list[Path]:
+    """``remote_code/sample_builder.py``: the user's sample builder (``hooks.data.builder``), a copy of the file
+    the probe checked, so the dataset plugin never imports from where the user keeps it."""
+    from hooks.data.builder import MODULE, parse
+
+    spec = ((facts.processor or {}).get("sample_format") or {}).get("builder")
+    if not spec:
+        return []
+    source, _ = parse(spec)
+    target = plugin_dir / REMOTE_CODE_DIR / f"{MODULE}.py"
+    target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    return [target]
+
+
 def check_data(dest: Path, answers: dict) -> bool:
     """Data parity of the generated scaffold, printed and written into MIGRATION.md; False stops the copy.
 
@@ -139,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
         plugin_dir = dest / "mindspeed_mm" / "fsdp" / "models" / answers["model_id"]
         copied = copy_remote_code(model_dir, plugin_dir, facts.class_module)
-        copied += write_card_code(model_dir, plugin_dir, facts)
+        copied += write_card_code(model_dir, plugin_dir, facts) + write_builder_code(plugin_dir, facts)
         print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
     if facts.plan["problems"]:
