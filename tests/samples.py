@@ -91,10 +91,10 @@ def encoded_sample(model_dir: Path) -> tuple[Any, dict[str, Any]]:
     ensure_torchvision()
     from transformers import AutoProcessor
 
-    from hooks.smoke.contract import _builtin_samples, _encode
+    from hooks.data.encoders import builtin_samples, encode
 
     processor = AutoProcessor.from_pretrained(model_dir)
-    return processor, _encode(processor, _builtin_samples()[0])
+    return processor, encode(processor, builtin_samples()[0])
 
 
 def train_once(model_dir: Path, batch: dict[str, Any]) -> tuple[float, list[str]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from hooks.data.encoders import SampleError, to_chat
 from hooks.smoke import contract as contract_smoke
 from hooks.smoke.contract import ContractError, run_contract_smoke
 from tests.samples import QWEN2_5_VL_PLAN
@@ -77,7 +78,7 @@ def test_to_chat_turns_placeholders_into_image_items(tmp_path: Path) -> None:
         ],
         "images": ["a.png"],
     }
-    chat = contract_smoke._to_chat(record, tmp_path)
+    chat = to_chat(record, tmp_path)
     assert [item["type"] for item in chat[0]["content"]] == ["image", "text"]
     assert chat[0]["content"][0]["image"].size == (8, 8)
     assert chat[1]["content"] == [{"type": "text", "text": "A dot."}]
@@ -85,8 +86,8 @@ def test_to_chat_turns_placeholders_into_image_items(tmp_path: Path) -> None:
 
 def test_to_chat_rejects_missing_images(tmp_path: Path) -> None:
     record = {"messages": [{"role": "user", "content": "<image><image>Hi"}], "images": []}
-    with pytest.raises(ContractError, match="more <image> placeholders"):
-        contract_smoke._to_chat(record, tmp_path)
+    with pytest.raises(SampleError, match="more <image> placeholders"):
+        to_chat(record, tmp_path)
 
 
 def test_missing_model_dir_fails_without_launching(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ field mapping for branch c's dataset plugin, and ``model_code`` reads the model'
 (``load_image``, its conversation, measured on its ``chat()``) when it has no processor class;
 ``candidates`` and ``parity`` (running ``batch`` in the framework) compare the whole batch the data
 path builds with the model's own, and choose the branch; ``sample`` writes the smoke's generated
-data when the user gives none.
+data when the user gives none, and ``encoders`` turns samples into the labelled batches the contract
+smoke trains on.
 """
 
 from collections.abc import Sequence

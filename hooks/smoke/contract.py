@@ -15,7 +15,8 @@ The parent launches ``nproc`` worker processes itself (one ``python -m hooks.smo
 has to be found free, nothing races for one, and each rank gets its own log file. The parent
 watches the ranks, stops the survivors soon after one rank fails (a lone rank would otherwise
 wait in a collective until the gloo timeout), reads one JSON result per rank and lets
-``hooks.smoke.verdict.judge`` decide.
+``hooks.smoke.verdict.judge`` decide. Starting, watching and stopping the ranks is
+``hooks.smoke.ranks``; the samples the ranks train on are encoded by ``hooks.data.encoders``.
 """
 
 from __future__ import annotations
@@ -28,30 +29,28 @@ import os
 import random
 import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hooks import env_with_hooks, exit_now
-from hooks.lifetime import die_with_parent, follow_owner
+from hooks import exit_now
+from hooks.data.encoders import IGNORE_INDEX, SampleError, encode, load_samples
+from hooks.lifetime import follow_owner
 from hooks.model.matching import module_name_match
+from hooks.smoke.ranks import RankResult, RankWorker, first_error, keep_logs, log_tail, read_rank_result, run_ranks
 from hooks.smoke.verdict import Progress, SmokeResult, judge
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-IGNORE_INDEX = -100
 SEED = 1234
-_KILL_GRACE_S = 5.0  # let the other ranks write their own error before they are stopped
-_LOG_TAIL_CHARS = 4000
 _STEP_RE = re.compile(r"step (\d+)/(\d+) loss (\S+)")  # what rank 0 prints per step (_train)
 _DTYPES = {
     "fp32": "float32",
@@ -61,19 +60,6 @@ _DTYPES = {
     "fp16": "float16",
     "float16": "float16",
 }
-
-# A built-in sample: distinct colours so that answers differ between ranks and steps.
-_BUILTIN_COLOURS = [
-    ("red", (220, 30, 30)),
-    ("green", (30, 200, 60)),
-    ("blue", (30, 60, 220)),
-    ("yellow", (230, 220, 40)),
-    ("purple", (140, 40, 180)),
-    ("orange", (240, 140, 20)),
-    ("black", (10, 10, 10)),
-    ("white", (245, 245, 245)),
-]
-
 
 SHARD_KEYS = ("params_local", "grads_local", "optimizer")  # bytes per rank, as hooks.model.memory counts them
 
@@ -99,23 +85,6 @@ class WorkerArgs:
     timeout_s: int
     store_path: str
     result_dir: str
-
-
-@dataclass
-class RankResult:
-    """What one rank measured; rank 0's losses are already averaged over the ranks."""
-
-    rank: int
-    losses: list[float] = field(default_factory=list)
-    grad_norms: list[float] = field(default_factory=list)
-    label_tokens: int = 0
-    peak_rss_mb: float = 0.0
-    error: str = ""
-    traceback: str = ""
-    failed_at: float = 0.0
-    shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (hooks.model.memory.measure_rank)
-    planned: dict[str, int] = field(default_factory=dict)  # the memory plan's arithmetic for this rank
-    no_grad: list[str] = field(default_factory=list)  # trainable parameters the forward left without a gradient
 
 
 # --------------------------------------------------------------------------------------------
@@ -174,12 +143,13 @@ def run_contract_smoke(
         args_path.write_text(json.dumps(asdict(args)))
         start = time.monotonic()
         tail = _RankZeroProgress(work / "rank0.log", progress)
-        codes, timed_out = _run_ranks(args_path, work, nproc, timeout_s, fork=fork, on_poll=tail.poll)
+        worker = RankWorker("hooks.smoke.contract", _worker_main)
+        codes, timed_out = run_ranks(worker, args_path, work, nproc, timeout_s, fork=fork, on_poll=tail.poll)
         result.wall_s = round(time.monotonic() - start, 2)
-        ranks = [_read_rank_result(work, rank) for rank in range(nproc)]
+        ranks = [read_rank_result(work, rank) for rank in range(nproc)]
         _fill_result(result, ranks, codes, timed_out, timeout_s, work)
         if log_path is not None:
-            result.log_path = str(_keep_logs(work, nproc, Path(log_path)))
+            result.log_path = str(keep_logs(work, nproc, Path(log_path)))
     return judge(result)
 
 
@@ -204,17 +174,6 @@ class _RankZeroProgress:
                 self.progress(int(match[1]), int(match[2]), float(match[3]))
 
 
-def _keep_logs(work: Path, nproc: int, log_path: Path) -> Path:
-    """Every rank's log in one file that outlives the temporary work dir."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    parts = []
-    for rank in range(nproc):
-        path = work / f"rank{rank}.log"
-        parts.append(f"--- rank {rank} ---\n" + (path.read_text(errors="replace") if path.is_file() else ""))
-    log_path.write_text("\n".join(parts), encoding="utf-8")
-    return log_path
-
-
 def _check_inputs(model_dir: Path, data_json: Path | None, steps: int, nproc: int, param_dtype: str) -> str:
     """Catch caller mistakes before paying for process start-up."""
     if not Path(model_dir).is_dir():
@@ -226,106 +185,6 @@ def _check_inputs(model_dir: Path, data_json: Path | None, steps: int, nproc: in
     if param_dtype not in _DTYPES:
         return f"unknown param_dtype {param_dtype!r}; use one of {sorted(_DTYPES)}"
     return ""
-
-
-def _worker_env(rank: int, nproc: int) -> dict[str, str]:
-    """Environment of one rank: repo importable, offline, one thread each so ranks do not fight."""
-    env = env_with_hooks()
-    env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc))
-    env.setdefault("OMP_NUM_THREADS", "1")
-    for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        env.setdefault(key, "1")
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return env
-
-
-def _run_ranks(
-    args_path: Path, work: Path, nproc: int, timeout_s: int, *, fork: bool = False,
-    on_poll: Callable[[], None] = lambda: None,
-) -> tuple[list[int | None], bool]:
-    """Start every rank and wait; no rank outlives this call, even on an interrupt."""
-    start = _ForkedRank if fork else _start_rank
-    procs = [start(args_path, work, rank, nproc) for rank in range(nproc)]
-    try:
-        timed_out = _wait_ranks(procs, time.monotonic() + timeout_s, on_poll)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    return [p.returncode for p in procs], timed_out
-
-
-def _start_rank(args_path: Path, work: Path, rank: int, nproc: int) -> subprocess.Popen[bytes]:
-    """One worker process whose stdout and stderr both go to ``rank{N}.log``."""
-    cmd = [sys.executable, "-m", "hooks.smoke.contract", "--worker", str(args_path)]
-    with open(work / f"rank{rank}.log", "wb") as log:
-        return subprocess.Popen(cmd, env=_worker_env(rank, nproc), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-
-
-class _ForkedRank:
-    """A rank forked from the calling process, with the ``Popen`` methods ``_run_ranks`` uses."""
-
-    def __init__(self, args_path: Path, work: Path, rank: int, nproc: int) -> None:
-        import multiprocessing
-
-        env = _worker_env(rank, nproc)
-        target_args = (str(args_path), str(work / f"rank{rank}.log"), env)
-        self._proc = multiprocessing.get_context("fork").Process(target=_forked_rank_main, args=target_args)
-        self._proc.start()
-
-    @property
-    def returncode(self) -> int | None:
-        return self._proc.exitcode
-
-    def poll(self) -> int | None:
-        return self._proc.exitcode
-
-    def kill(self) -> None:
-        self._proc.kill()
-
-    def wait(self) -> int | None:
-        self._proc.join()
-        return self._proc.exitcode
-
-
-def _forked_rank_main(args_path: str, log_path: str, env: dict[str, str]) -> None:
-    """Child side of ``_ForkedRank``: the worker's environment and log, then the worker itself."""
-    log = open(log_path, "w", buffering=1)  # noqa: SIM115 - lives until os._exit
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    sys.stdout = sys.stderr = log
-    os.environ.clear()
-    os.environ.update(env)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)  # OMP_NUM_THREADS is read only at import time
-    exit_now(_worker_main(Path(args_path)))
-
-
-def _wait_ranks(procs: list[Any], deadline: float, on_poll: Callable[[], None]) -> bool:
-    """Wait for all ranks, or for a short grace after the first failure; True on a timeout."""
-    first_failure: float | None = None
-    while any(p.poll() is None for p in procs):
-        on_poll()
-        now = time.monotonic()
-        if now > deadline:
-            return True
-        if first_failure is None and any(p.returncode not in (None, 0) for p in procs):
-            first_failure = now
-        if first_failure is not None and now - first_failure > _KILL_GRACE_S:
-            return False
-        time.sleep(0.1)
-    on_poll()
-    return False
-
-
-def _read_rank_result(work: Path, rank: int) -> RankResult | None:
-    """One rank's JSON result, or None when the rank died before writing it."""
-    path = work / f"result{rank}.json"
-    if not path.is_file():
-        return None
-    return RankResult(**json.loads(path.read_text()))
 
 
 def _fill_result(
@@ -342,13 +201,13 @@ def _fill_result(
         result.losses, result.grad_norms = rank0.losses, rank0.grad_norms
     result.label_tokens = sum(r.label_tokens for r in ranks if r is not None)
     result.peak_rss_mb = [r.peak_rss_mb for r in ranks if r is not None]
-    result.error = _first_error(ranks, codes, timed_out, timeout_s)
+    result.error = first_error(ranks, codes, timed_out, timeout_s)
     if not result.error:
         problems, verified = shard_findings([r for r in ranks if r is not None])
         result.error = "; ".join(problems)
         result.notes += verified
     if result.error:
-        result.log_tail = _log_tail(work, codes)
+        result.log_tail = log_tail(work, codes)
 
 
 def shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
@@ -369,34 +228,6 @@ def shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
                 + unused_note(unused)]
 
 
-def _first_error(
-    ranks: list[RankResult | None], codes: list[int | None], timed_out: bool, timeout_s: int
-) -> str:
-    """The root cause: the earliest rank error, since later ones are usually its echo over gloo."""
-    failed = sorted((r for r in ranks if r is not None and r.error), key=lambda r: r.failed_at)
-    if failed:
-        # Ranks that hit the same error (a bad plan fails everywhere) are reported as the lowest rank.
-        first = min((r for r in failed if r.error == failed[0].error), key=lambda r: r.rank)
-        return f"rank {first.rank}: {first.error}"
-    if timed_out:
-        return f"timed out after {timeout_s} s"
-    for rank, (res, code) in enumerate(zip(ranks, codes, strict=True)):
-        if res is None or code != 0:
-            return f"rank {rank} exited with code {code} without a result (killed or crashed)"
-    return ""
-
-
-def _log_tail(work: Path, codes: list[int | None]) -> str:
-    """The ends of the logs of failed ranks (all ranks when none exited non-zero)."""
-    chosen = [r for r, c in enumerate(codes) if c != 0] or list(range(len(codes)))
-    parts = []
-    for rank in chosen:
-        path = work / f"rank{rank}.log"
-        text = path.read_text(errors="replace") if path.is_file() else ""
-        parts.append(f"--- rank {rank} (exit {codes[rank]}) ---\n{text[-_LOG_TAIL_CHARS:]}")
-    return "\n".join(parts)
-
-
 # --------------------------------------------------------------------------------------------
 # Worker side: one rank of the FSDP2 training loop.
 # --------------------------------------------------------------------------------------------
@@ -413,7 +244,7 @@ def _worker_main(args_path: Path) -> int:
         _train(args, rank, int(os.environ["WORLD_SIZE"]), out)
     except Exception as exc:  # noqa: BLE001 - any failure is the smoke's finding, reported as such
         out.failed_at = time.time()
-        out.error = str(exc) if isinstance(exc, ContractError) else f"{type(exc).__name__}: {exc}"
+        out.error = str(exc) if isinstance(exc, (ContractError, SampleError)) else f"{type(exc).__name__}: {exc}"
         out.traceback = traceback.format_exc()
         traceback.print_exc()
         code = 1
@@ -676,153 +507,13 @@ def _rank_batches(args: WorkerArgs, rank: int, world: int) -> Iterator[dict[str,
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(args.model_dir, trust_remote_code=args.trust_remote_code)
-    samples = _load_samples(args)
+    samples = load_samples(args.data_json, args.media_root)
     if not samples:
         raise ContractError("the data set is empty")
     index = rank
     while True:
-        yield _encode(processor, samples[index % len(samples)])
+        yield encode(processor, samples[index % len(samples)])
         index += world
-
-
-def _fall_back_to_tokenizer_template(processor: Any) -> None:
-    """Use the tokenizer's chat template when the processor has none.
-
-    Some processors cannot hold one: ``ChameleonProcessor.__init__`` takes no ``chat_template``,
-    so transformers 4.57 drops ``chat_template.jinja`` on load and only the tokenizer keeps it.
-    """
-    tokenizer = getattr(processor, "tokenizer", None)
-    if getattr(processor, "chat_template", None) is None and getattr(tokenizer, "chat_template", None):
-        processor.chat_template = tokenizer.chat_template
-
-
-def _load_samples(args: WorkerArgs) -> list[list[dict[str, Any]]]:
-    """Conversations in the processor's chat format, from the JSON file or the built-in sample."""
-    if args.data_json is None:
-        return _builtin_samples()
-    records = json.loads(Path(args.data_json).read_text())
-    if not isinstance(records, list):
-        raise ContractError(f"{args.data_json} must hold a JSON list of samples")
-    media_root = Path(args.media_root or Path(args.data_json).parent)
-    return [_to_chat(rec, media_root) for rec in records]
-
-
-def _builtin_samples() -> list[list[dict[str, Any]]]:
-    """Small solid-colour images with one question and a colour-specific answer each."""
-    from PIL import Image
-
-    samples = []
-    for colour, rgb in _BUILTIN_COLOURS:
-        image = Image.new("RGB", (64, 64), rgb)
-        samples.append(
-            [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "image", "image": image},
-                        {"type": "text", "text": "What colour is this image?"},
-                    ],
-                },
-                {"role": "assistant", "content": [{"type": "text", "text": f"It is {colour}."}]},
-            ]
-        )
-    return samples
-
-
-def _to_chat(record: dict[str, Any], media_root: Path) -> list[dict[str, Any]]:
-    """MindSpeed-MM ``huggingface`` format -> chat messages, each ``<image>`` becoming an image item."""
-    from PIL import Image
-
-    images = [Image.open(media_root / rel).convert("RGB") for rel in record.get("images") or []]
-    pending = iter(images)
-    messages = []
-    for message in record["messages"]:
-        content: list[dict[str, Any]] = []
-        for i, text in enumerate(str(message["content"]).split("<image>")):
-            if i > 0:
-                image = next(pending, None)
-                if image is None:
-                    raise ContractError(f"more <image> placeholders than images in sample {record}")
-                content.append({"type": "image", "image": image})
-            if text:
-                content.append({"type": "text", "text": text})
-        messages.append({"role": message["role"], "content": content})
-    return messages
-
-
-def _encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tokenize the conversation; labels supervise only the final assistant turn, pads masked."""
-    if messages[-1]["role"] != "assistant":
-        raise ContractError("each sample must end with an assistant message")
-    prompt_format = PROMPT_FORMAT_ENCODERS.get(type(processor).__name__)
-    if prompt_format is not None:
-        return prompt_format(processor, messages)
-    _fall_back_to_tokenizer_template(processor)
-    if not getattr(processor, "chat_template", None):
-        return _encode_own_convention(processor, messages)
-    kwargs = {"tokenize": True, "return_dict": True, "return_tensors": "pt"}
-    full = dict(processor.apply_chat_template(messages, **kwargs))
-    prompt = processor.apply_chat_template(messages[:-1], add_generation_prompt=True, **kwargs)
-    labels = full["input_ids"].clone()
-    labels[:, : prompt["input_ids"].shape[1]] = IGNORE_INDEX
-    if "attention_mask" in full:
-        labels[full["attention_mask"] == 0] = IGNORE_INDEX
-    full["labels"] = labels
-    return full
-
-
-def _images_prompt_answer(messages: list[dict[str, Any]]) -> tuple[list[Any], str, str]:
-    """Flatten a conversation for prompt-format models: all images, the earlier turns' text, the answer."""
-    images = [item["image"] for m in messages for item in m["content"] if item.get("type") == "image"]
-    prompt = " ".join(item["text"] for m in messages[:-1] for item in m["content"] if item.get("type") == "text")
-    answer = "".join(item["text"] for item in messages[-1]["content"] if item.get("type") == "text")
-    return images, prompt.strip(), answer
-
-
-def _encode_paligemma(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """PaliGemma has no chat template: the text is the prefix, the answer the ``suffix=``.
-
-    The processor then returns the labels (prefix masked) and the ``token_type_ids`` that the
-    model needs in training for its bidirectional prefix mask.
-    """
-    images, prompt, answer = _images_prompt_answer(messages)
-    text = processor.image_token * len(images) + prompt
-    return dict(processor(text=[text], images=images, suffix=[answer], return_tensors="pt"))
-
-
-def _encode_got_ocr2(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """GOT-OCR2 has no chat template: it writes its OCR prompt (and image pads) itself; the answer follows."""
-    import torch
-
-    images, _, answer = _images_prompt_answer(messages)
-    prompt = processor(images=images, multi_page=len(images) > 1, return_tensors="pt")
-    tail = processor.tokenizer(answer + processor.message_end_token, add_special_tokens=False, return_tensors="pt")
-    input_ids = torch.cat([prompt["input_ids"], tail["input_ids"]], dim=1)
-    labels = torch.cat([torch.full_like(prompt["input_ids"], IGNORE_INDEX), tail["input_ids"]], dim=1)
-    return {
-        "input_ids": input_ids,
-        "attention_mask": torch.ones_like(input_ids),
-        "pixel_values": prompt["pixel_values"],
-        "labels": labels,
-    }
-
-
-def _encode_own_convention(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """No chat template: the sample as branch c's dataset plugin builds it, in the convention read off the
-    processor (``hooks.data.records.sample_format``: its ``suffix=``, or its prompt followed by the answer)."""
-    from hooks.data.records import runtime, sample_format
-
-    data = runtime()
-    images, prompt, answer = _images_prompt_answer(messages)
-    fmt = data.SampleFormat(**sample_format(processor))
-    return data.build_sample(processor, fmt, [("user", prompt), ("assistant", answer)], images, 1 << 30)
-
-
-# Processors of models without a chat template, by class name: they build the training text themselves.
-PROMPT_FORMAT_ENCODERS = {
-    "PaliGemmaProcessor": _encode_paligemma,
-    "GotOcr2Processor": _encode_got_ocr2,
-}
 
 
 def _prepare_batch(batch: dict[str, Any], accepted: set[str] | None, dtype: torch.dtype) -> dict[str, Any]:
