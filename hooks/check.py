@@ -28,8 +28,8 @@ import ast
 import difflib
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +48,16 @@ UPDATE = "copier update --trust --defaults -a .copier-answers/{id}.yml"
 
 @dataclass(frozen=True)
 class Finding:
-    model: str
+    """One line of the report: what every checker returns.
+
+    The checkers look at a setting, a file or a registry and need not know whose it is, so ``model`` is left
+    empty there; ``check_model`` fills it in.
+    """
+
     level: str  # error | warning | info
     what: str
     fix: str
+    model: str = ""
 
     def line(self) -> str:
         return f"{self.model}: {self.level}: {self.what} — fix: {self.fix}"
@@ -97,20 +103,16 @@ def _moved_rules(facts: dict[str, Any]) -> dict[str, tuple[str, str]]:
     return rules
 
 
-def _get(node: Any, dotted: str) -> Any:
-    return dig(node, *filter(None, dotted.split(".")))
-
-
 def _in_settings(place: str) -> bool:
     return any(place == root or place.startswith(root + ".") for root in SETTINGS_ROOTS)
 
 
-def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str, str]]:
-    """(level, finding, fix) for the YAML ``cfg`` against the checkout's settings (module docstring, 1)."""
-    found: list[tuple[str, str, str]] = []
+def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[Finding]:
+    """The YAML ``cfg`` against the checkout's settings (module docstring, 1)."""
+    found: list[Finding] = []
     if not fw.places:
-        return [("warning", "no settings schema in this checkout (mindspeed_mm/fsdp/params/): settings not checked",
-                 "run the check in a MindSpeed-MM checkout with the FSDP2 trainer")]
+        return [Finding("warning", "no settings schema in this checkout (mindspeed_mm/fsdp/params/): settings not "
+                        "checked", "run the check in a MindSpeed-MM checkout with the FSDP2 trainer")]
     rules = _moved_rules(fw.facts)
 
     def walk(place: str, node: dict[str, Any]) -> None:
@@ -121,12 +123,13 @@ def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str
                 continue
             if dotted in rules:
                 target, why = rules[dotted]
-                also = f" ({target} is set too: delete this one)" if _get(cfg, target) is not None else ""
+                also = f" ({target} is set too: delete this one)" if dig(cfg, *target.split(".")) is not None else ""
                 verb = "move" if target.rpartition(".")[2] == key else "rename"
-                found.append(("error", f"{dotted} has moved: {why}", f"{verb} it to {target}{also}"))
+                found.append(Finding("error", f"{dotted} has moved: {why}", f"{verb} it to {target}{also}"))
                 continue
             if dotted in fw.deprecated:
-                found.append(("warning", f"{dotted} is deprecated in this MindSpeed-MM", _deprecated_fix(dotted, cfg)))
+                found.append(Finding("warning", f"{dotted} is deprecated in this MindSpeed-MM",
+                                     _deprecated_fix(dotted, cfg)))
                 continue
             if known is not None and key in known:
                 if isinstance(value, dict) and dotted in fw.places:
@@ -140,13 +143,14 @@ def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str
             elsewhere = [p for p, keys in fw.places.items() if key in keys and p != place and _in_settings(p)]
             if elsewhere:
                 where = ", ".join(f"{p}.{key}" for p in elsewhere[:3])
-                found.append(("error", f"{dotted} is not a setting at {place or 'the top level'}: this MindSpeed-MM "
-                              f"has it at {where}", f"move it to {elsewhere[0]}.{key}"))
+                found.append(Finding("error", f"{dotted} is not a setting at {place or 'the top level'}: this "
+                                     f"MindSpeed-MM has it at {where}", f"move it to {elsewhere[0]}.{key}"))
                 continue
             close = difflib.get_close_matches(str(key), known or [], n=1)
             fix = (f"rename it to {place}.{close[0]}" if close else "remove it, or set what it meant as "
                    "mindspeed_mm/fsdp/params/ define")
-            found.append(("error", f"{dotted} is not a setting of this MindSpeed-MM: the trainer ignores it", fix))
+            found.append(Finding("error", f"{dotted} is not a setting of this MindSpeed-MM: the trainer ignores it",
+                                 fix))
 
     walk("", cfg)
     return found
@@ -155,8 +159,8 @@ def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[tuple[str, str
 def _deprecated_fix(dotted: str, cfg: dict[str, Any]) -> str:
     place, _, key = dotted.rpartition(".")
     if key == "model_name" and place.endswith("collate_param"):
-        current = _get(cfg, f"{place}.collator_id")
-        value = _get(cfg, dotted)
+        current = dig(cfg, *place.split("."), "collator_id")
+        value = dig(cfg, *dotted.split("."))
         if current is not None:
             return "delete it: collator_id is set" if current == value else (
                 f"delete it: it names {value!r}, collator_id names {current!r} (the trainer refuses both)")
@@ -252,87 +256,147 @@ def _registration(call: ast.Call) -> tuple[str | None, str]:
 # --- 2. registries -----------------------------------------------------------------------------------------
 
 
-def registry_findings(cfg: dict[str, Any], fw: Framework, model_id: str, plugins: list[Path],
-                      answers: dict[str, Any]) -> list[tuple[str, str, str]]:
-    dest = fw.dest
-    found: list[tuple[str, str, str]] = []
-    loaded = Registrations()
-    for path in plugins:
-        for module in plugin_modules(path):
-            loaded.add(module)
-    own = Registrations()
-    for folder in own_dirs(dest, model_id)[1:]:
-        for module in _files(folder, ".py"):
-            own.add(module)
-    unloaded = "{path} registers it, but its folder is not in training.plugin"
-    plugin_fix = "add {folder} to training.plugin"
+COLLATE_PARAM = ("data", "dataloader_param", "collate_param")
 
-    def not_loaded(kind: str, name: str) -> tuple[str, str] | None:
-        path = own.names[kind].get(name)
+
+@dataclass(frozen=True)
+class ModelRegistrations:
+    """One model's side of the registry check: its YAML and answers, and what its modules register."""
+
+    cfg: dict[str, Any]
+    fw: Framework
+    model_id: str
+    answers: dict[str, Any]
+    loaded: Registrations  # by the modules of training.plugin: what the trainer will have
+    own: Registrations  # by the model's generated files, whether training.plugin names their folder or not
+
+    @property
+    def dataset_type(self) -> Any:
+        return dig(self.cfg, "data", "dataset_param", "dataset_type")
+
+    @property
+    def own_dataset(self) -> bool:
+        """The YAML names a dataset the model's own files register (data branch c)."""
+        return self.dataset_type in self.own.names["dataset"]
+
+    def not_loaded(self, kind: str, name: str) -> tuple[str, str] | None:
+        """(finding, fix) where one of the model's own files registers ``name`` but training.plugin misses it."""
+        path = self.own.names[kind].get(name)
         if path is None:
             return None
-        rel = path.relative_to(dest)
-        return unloaded.format(path=rel), plugin_fix.format(folder=rel.parent)
+        rel = path.relative_to(self.fw.dest)
+        return f"{rel} registers it, but its folder is not in training.plugin", f"add {rel.parent} to training.plugin"
 
-    dataset_type = _get(cfg, "data.dataset_param.dataset_type")
-    own_dataset = dataset_type in own.names["dataset"]
-    if dataset_type and dataset_type != "huggingface" and dataset_type not in loaded.names["dataset"]:
-        hint = not_loaded("dataset", dataset_type)
-        found.append(("error", f"dataset_type {dataset_type!r} is not registered"
-                      + (f": {hint[0]}" if hint else " by the checkout or the plugins in training.plugin"),
-                      hint[1] if hint else "set data.dataset_param.dataset_type to huggingface or a dataset a "
-                      "plugin registers (data_register.register)"))
 
-    template = _get(cfg, "data.dataset_param.basic_parameters.template")
-    if answers.get("data_branch") == "b":
-        data_plugin = dest / "mindspeed_mm/fsdp/models" / model_id / f"data_plugin_{model_id}.py"
-        registered = [n for n, p in own.names["template"].items() if p == data_plugin]
-        if not data_plugin.is_file():
-            found.append(("error", f"{data_plugin.relative_to(dest)} is missing (data branch b registers the "
-                          "model's chat template there)", f"re-render it: {UPDATE.format(id=model_id)}"))
-        elif not registered:
-            found.append(("error", f"{data_plugin.relative_to(dest)} registers no chat template "
-                          "(_register_template(name=...))", f"re-render it: {UPDATE.format(id=model_id)}"))
-    checkout_templates = checkout.templates(dest)
-    if template and not own_dataset and template not in checkout_templates and template not in loaded.names[
-            "template"]:
-        hint = not_loaded("template", template)
-        offer = ", ".join(sorted(set(checkout_templates) | set(loaded.names["template"])))
-        found.append(("error", f"chat template {template!r} is not registered"
-                      + (f": {hint[0]}" if hint else " in this checkout (template.py) nor by the plugins in "
-                         "training.plugin"),
-                      hint[1] if hint else f"set data.dataset_param.basic_parameters.template to one of {offer}, "
-                      f"or re-render against this checkout: {UPDATE.format(id=model_id)}"))
+def _branch_b_template(model: ModelRegistrations) -> list[Finding]:
+    """Data branch b registers the model's chat template in its generated data plugin: that file must do so."""
+    if model.answers.get("data_branch") != "b":
+        return []
+    dest, model_id = model.fw.dest, model.model_id
+    data_plugin = dest / "mindspeed_mm/fsdp/models" / model_id / f"data_plugin_{model_id}.py"
+    if not data_plugin.is_file():
+        return [Finding("error", f"{data_plugin.relative_to(dest)} is missing (data branch b registers the model's "
+                        "chat template there)", f"re-render it: {UPDATE.format(id=model_id)}")]
+    if data_plugin not in model.own.names["template"].values():
+        return [Finding("error", f"{data_plugin.relative_to(dest)} registers no chat template "
+                        "(_register_template(name=...))", f"re-render it: {UPDATE.format(id=model_id)}")]
+    return []
 
-    collate = _get(cfg, "data.dataloader_param.collate_param") or {}
-    collator_id, model_name = collate.get("collator_id"), collate.get("model_name")
+
+def _two_collators(model: ModelRegistrations) -> list[Finding]:
+    """collator_id and the deprecated model_name naming different collators: the trainer refuses to start."""
+    collator_id, model_name = (dig(model.cfg, *COLLATE_PARAM, key) for key in ("collator_id", "model_name"))
     if collator_id and model_name and collator_id != model_name:
-        found.append(("error", f"collate_param names two collators, collator_id {collator_id!r} and model_name "
-                      f"{model_name!r}: the trainer refuses it", "keep collator_id only"))
-    collator = collator_id or model_name
-    checkout_collators = checkout.collators(dest)
-    if own_dataset and dataset_type in own.collate_fn:
-        pass  # the model's own dataset collates (branch c): the collator is not used
-    elif not collator:
-        key = fw.facts.get("collator_key", "collator_id")
-        found.append(("error", "no collator set (data.dataloader_param.collate_param)",
-                      f"set collate_param.{key} to one of {', '.join(checkout_collators)}"))
-    elif collator not in checkout_collators and collator not in loaded.names["collator"]:
-        hint = not_loaded("collator", collator)
-        key = fw.facts.get("collator_key", "collator_id")
-        offer = ", ".join(sorted(set(checkout_collators) | set(loaded.names["collator"])))
-        found.append(("error", f"collator {collator!r} is not registered" + (f": {hint[0]}" if hint else
-                      " in this checkout (data_collator.py) nor by the plugins in training.plugin"),
-                      hint[1] if hint else f"set collate_param.{key} to one of {offer}"))
+        return [Finding("error", f"collate_param names two collators, collator_id {collator_id!r} and model_name "
+                        f"{model_name!r}: the trainer refuses it", "keep collator_id only")]
+    return []
 
-    model_key = _get(cfg, "model.model_id")
-    if model_key and model_key not in loaded.names["model"]:
-        hint = not_loaded("model", model_key)
-        found.append(("error", f"model.model_id {model_key!r} is not registered"
-                      + (f": {hint[0]}" if hint else " by the plugins in training.plugin"),
-                      hint[1] if hint else f"add mindspeed_mm/fsdp/models/{model_id} to training.plugin, or "
-                      f"re-render: {UPDATE.format(id=model_id)}"))
+
+@dataclass(frozen=True)
+class Registry:
+    """One registry the YAML names an entry of, and how ``registry_findings`` reports a name it lacks.
+
+    The fixes are ``str.format`` templates: ``{offer}`` (the names registered, sorted), ``{builtin}`` (the
+    checkout's own, as it lists them), ``{key}`` (the checkout's collator key), ``{model_id}``, ``{update}``.
+    """
+
+    kind: str  # the Registrations kind (which registering call defines a name)
+    label: str  # how the finding names the setting
+    places: tuple[tuple[str, ...], ...]  # where the YAML names it: the first that is set
+    unregistered: str  # how "<label> <name> is not registered" goes on when no own file registers it either
+    fix: str
+    builtin: Callable[[Path], list[str]] | None = None  # what the checkout registers itself, plugins aside
+    unset: tuple[str, str] | None = None  # (finding, fix) when the YAML names none; None: nothing to check then
+    exempt: Callable[[ModelRegistrations, Any], bool] = lambda model, name: False  # the name needs no registration
+    before: Callable[[ModelRegistrations], list[Finding]] | None = None  # this registry's checks besides the lookup
+
+
+REGISTRIES = (
+    Registry("dataset", "dataset_type", (("data", "dataset_param", "dataset_type"),),
+             " by the checkout or the plugins in training.plugin",
+             "set data.dataset_param.dataset_type to huggingface or a dataset a plugin registers "
+             "(data_register.register)",
+             exempt=lambda model, name: name == "huggingface"),
+    Registry("template", "chat template", (("data", "dataset_param", "basic_parameters", "template"),),
+             " in this checkout (template.py) nor by the plugins in training.plugin",
+             "set data.dataset_param.basic_parameters.template to one of {offer}, or re-render against this checkout: "
+             "{update}",
+             builtin=checkout.templates, exempt=lambda model, name: model.own_dataset, before=_branch_b_template),
+    Registry("collator", "collator", ((*COLLATE_PARAM, "collator_id"), (*COLLATE_PARAM, "model_name")),
+             " in this checkout (data_collator.py) nor by the plugins in training.plugin",
+             "set collate_param.{key} to one of {offer}", builtin=checkout.collators,
+             unset=("no collator set (data.dataloader_param.collate_param)",
+                    "set collate_param.{key} to one of {builtin}"),
+             # the model's own dataset collates (branch c): the collator is not used
+             exempt=lambda model, name: model.own_dataset and model.dataset_type in model.own.collate_fn,
+             before=_two_collators),
+    Registry("model", "model.model_id", (("model", "model_id"),), " by the plugins in training.plugin",
+             "add mindspeed_mm/fsdp/models/{model_id} to training.plugin, or re-render: {update}"),
+)
+
+
+def _registrations(modules: Iterable[Path]) -> Registrations:
+    found = Registrations()
+    for module in modules:
+        found.add(module)
     return found
+
+
+def registry_findings(cfg: dict[str, Any], fw: Framework, model_id: str, plugins: list[Path],
+                      answers: dict[str, Any]) -> list[Finding]:
+    """Every name the YAML takes from a registry is registered by the checkout or a plugin (module docstring, 2)."""
+    model = ModelRegistrations(
+        cfg, fw, model_id, answers,
+        loaded=_registrations(module for path in plugins for module in plugin_modules(path)),
+        own=_registrations(module for folder in own_dirs(fw.dest, model_id)[1:] for module in _files(folder, ".py")))
+    found: list[Finding] = []
+    for registry in REGISTRIES:
+        if registry.before is not None:
+            found += registry.before(model)
+        finding = _lookup(registry, model)
+        if finding is not None:
+            found.append(finding)
+    return found
+
+
+def _lookup(registry: Registry, model: ModelRegistrations) -> Finding | None:
+    """The finding for the name ``registry``'s setting holds, if the checkout and the plugins do not register it."""
+    name = next((value for value in (dig(model.cfg, *place) for place in registry.places) if value), None)
+    if registry.exempt(model, name) or not (name or registry.unset):
+        return None
+    builtin = registry.builtin(model.fw.dest) if registry.builtin is not None else []
+    registered = model.loaded.names[registry.kind]
+    fields = {"offer": ", ".join(sorted(set(builtin) | set(registered))), "builtin": ", ".join(builtin),
+              "key": model.fw.facts.get("collator_key", "collator_id"), "model_id": model.model_id,
+              "update": UPDATE.format(id=model.model_id)}
+    if not name and registry.unset is not None:
+        what, fix = registry.unset
+        return Finding("error", what, fix.format(**fields))
+    if name in builtin or name in registered:
+        return None
+    hint = model.not_loaded(registry.kind, name)
+    return Finding("error", f"{registry.label} {name!r} is not registered" + (f": {hint[0]}" if hint
+                   else registry.unregistered), hint[1] if hint else registry.fix.format(**fields))
 
 
 # --- 3-5. plugin files -------------------------------------------------------------------------------------
@@ -385,9 +449,9 @@ def _bindings(body: Iterable[ast.stmt]) -> set[str]:
     return names
 
 
-def import_findings(dest: Path, path: Path, tree: ast.Module) -> list[tuple[str, str, str]]:
+def import_findings(dest: Path, path: Path, tree: ast.Module) -> list[Finding]:
     """Names ``path`` imports from ``mindspeed_mm`` or relatively that the checkout does not have."""
-    found: list[tuple[str, str, str]] = []
+    found: list[Finding] = []
     rel = path.relative_to(dest)
     for node in ast.walk(tree):
         targets: list[tuple[list[str], Path, list[str]]] = []  # (module parts, root, imported names)
@@ -406,14 +470,15 @@ def import_findings(dest: Path, path: Path, tree: ast.Module) -> list[tuple[str,
             shown = "." * getattr(node, "level", 0) + ".".join(parts)
             module = _module_file(root, parts)
             if module is None:
-                found.append(("error", f"{rel}:{node.lineno} imports {shown}, which this checkout does not have",
-                              "restore the module or re-render the model against this checkout"))
+                found.append(Finding("error", f"{rel}:{node.lineno} imports {shown}, which this checkout does not "
+                                     "have", "restore the module or re-render the model against this checkout"))
                 continue
             missing = [n for n in names if not _defines(module, n)]
             if missing:
-                found.append(("error", f"{rel}:{node.lineno} imports {', '.join(missing)} from {shown}, which "
-                              f"{module.relative_to(dest)} does not define",
-                              "re-render the model against this checkout (the framework renamed or removed it)"))
+                found.append(Finding("error", f"{rel}:{node.lineno} imports {', '.join(missing)} from {shown}, which "
+                                     f"{module.relative_to(dest)} does not define",
+                                     "re-render the model against this checkout (the framework renamed or removed "
+                                     "it)"))
     return found
 
 
@@ -427,12 +492,13 @@ def hook_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int |
     return max(required, 0), None if func.args.vararg else len(args)
 
 
-def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: int) -> list[tuple[str, str, str]]:
+def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: int) -> list[Finding]:
     """Plugin files parse, their imports resolve, the hook's arity, the forward-key filter (3-5)."""
-    found: list[tuple[str, str, str]] = []
+    found: list[Finding] = []
     modeling = dest / "mindspeed_mm/fsdp/models" / model_id / f"modeling_{model_id}.py"
     if not modeling.is_file():
-        found.append(("error", f"{modeling.relative_to(dest)} is missing", f"re-render: {UPDATE.format(id=model_id)}"))
+        found.append(Finding("error", f"{modeling.relative_to(dest)} is missing",
+                             f"re-render: {UPDATE.format(id=model_id)}"))
     forward_params = list((answers.get("model_facts") or {}).get("forward_params") or [])
     for folder in own_dirs(dest, model_id)[1:]:
         for path in _files(folder, ".py"):
@@ -441,8 +507,9 @@ def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: i
                 tree = ast.parse(path.read_text(encoding="utf-8"))
             except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
                 where = f":{exc.lineno}" if isinstance(exc, SyntaxError) and exc.lineno else ""
-                found.append(("error", f"{rel}{where} does not parse ({type(exc).__name__}: "
-                              f"{getattr(exc, 'msg', exc)})", "fix the file (an unresolved merge?) or re-render it"))
+                found.append(Finding("error", f"{rel}{where} does not parse ({type(exc).__name__}: "
+                                     f"{getattr(exc, 'msg', exc)})",
+                                     "fix the file (an unresolved merge?) or re-render it"))
                 continue
             found += import_findings(dest, path, tree)
             for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
@@ -452,16 +519,17 @@ def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: i
                         low, high = hook_arity(item)
                         if not (low <= arity and (high is None or arity <= high)):
                             args = "transformer_config, model_args" + (", feature_args" if arity > 2 else "")
-                            found.append(("error", f"{rel}:{item.lineno} {cls.name}.overwrite_transformer_config "
-                                          f"takes {low if high == low else f'{low}-{high}'} arguments; this "
-                                          f"checkout's ModelHub passes {arity}", f"make it ({args})"))
+                            found.append(Finding("error", f"{rel}:{item.lineno} {cls.name}."
+                                                 "overwrite_transformer_config "
+                                                 f"takes {low if high == low else f'{low}-{high}'} arguments; this "
+                                                 f"checkout's ModelHub passes {arity}", f"make it ({args})"))
                     keys = _forward_keys(item)
                     if keys is not None and forward_params:
                         dropped = [p for p in forward_params if p not in keys]
                         if dropped:
-                            found.append(("warning", f"{rel}:{item.lineno} {cls.name}._FORWARD_KEYS drops "
-                                          f"{', '.join(dropped)}, which the model's forward takes",
-                                          "add them to _FORWARD_KEYS (or re-render the plugin)"))
+                            found.append(Finding("warning", f"{rel}:{item.lineno} {cls.name}._FORWARD_KEYS drops "
+                                                 f"{', '.join(dropped)}, which the model's forward takes",
+                                                 "add them to _FORWARD_KEYS (or re-render the plugin)"))
     return found
 
 
@@ -482,9 +550,9 @@ def _forward_keys(node: ast.stmt) -> set[str] | None:
 # --- 6. conflicts ------------------------------------------------------------------------------------------
 
 
-def conflict_findings(dest: Path, model_id: str) -> list[tuple[str, str, str]]:
+def conflict_findings(dest: Path, model_id: str) -> list[Finding]:
     """Merge-conflict markers in the model's generated files and ``.rej`` files next to them."""
-    found: list[tuple[str, str, str]] = []
+    found: list[Finding] = []
     answers = dest / ANSWERS_DIR / f"{model_id}.yml"
     files = [answers] + [p for d in own_dirs(dest, model_id) for p in _files(d)]
     rejects = [p for p in files if p.suffix == ".rej"] + [p for p in (answers.with_name(answers.name + ".rej"),)
@@ -500,28 +568,29 @@ def conflict_findings(dest: Path, model_id: str) -> list[tuple[str, str, str]]:
         ends = [i for i, line in enumerate(lines, 1) if line.startswith(">>>>>>>")]
         middles = [i for i, line in enumerate(lines, 1) if line.rstrip() == "======="]
         if (starts or ends) and (middles or (starts and ends)):
-            found.append(("error", f"{path.relative_to(dest)}:{(starts or ends)[0]} has merge-conflict markers "
-                          f"({len(starts) or len(ends)} conflict{'s' if max(len(starts), len(ends)) > 1 else ''})",
-                          "resolve them (keep one side, delete the <<<<<<< ======= >>>>>>> lines)"))
+            count = max(len(starts), len(ends))
+            found.append(Finding("error", f"{path.relative_to(dest)}:{(starts or ends)[0]} has merge-conflict "
+                                 f"markers ({len(starts) or len(ends)} conflict{'s' if count > 1 else ''})",
+                                 "resolve them (keep one side, delete the <<<<<<< ======= >>>>>>> lines)"))
     for path in rejects:
         target = path.with_suffix("")
-        found.append(("error", f"{path.relative_to(dest)}: a change that did not apply to "
-                      f"{target.relative_to(dest)}", f"apply it by hand to {target.name}, then delete the .rej"))
+        found.append(Finding("error", f"{path.relative_to(dest)}: a change that did not apply to "
+                             f"{target.relative_to(dest)}", f"apply it by hand to {target.name}, then delete the .rej"))
     return found
 
 
 # --- 7. revision, smoke ------------------------------------------------------------------------------------
 
 
-def revision_findings(answers: dict[str, Any], fw: Framework, model_id: str) -> list[tuple[str, str, str]]:
+def revision_findings(answers: dict[str, Any], fw: Framework, model_id: str) -> list[Finding]:
     recorded = (answers.get("framework") or {}).get("revision")
     current = fw.facts.get("revision") or ""
     if not recorded:
-        return [("info", "the answers record no framework revision (migrated by an older msmm-migrate)",
-                 f"run the update to record it: {UPDATE.format(id=model_id)}")]
+        return [Finding("info", "the answers record no framework revision (migrated by an older msmm-migrate)",
+                        f"run the update to record it: {UPDATE.format(id=model_id)}")]
     if current and recorded != current:
-        return [("info", f"migrated against {_short(recorded)}, checkout is {_short(current)}",
-                 f"run the update: {UPDATE.format(id=model_id)}")]
+        return [Finding("info", f"migrated against {_short(recorded)}, checkout is {_short(current)}",
+                        f"run the update: {UPDATE.format(id=model_id)}")]
     return []
 
 
@@ -529,7 +598,7 @@ def _short(revision: str) -> str:
     return revision if revision.startswith("sha256:") else revision[:12]
 
 
-def smoke_findings(dest: Path, answers_path: Path) -> list[tuple[str, str, str]]:
+def smoke_findings(dest: Path, answers_path: Path) -> list[Finding]:
     """Run the model's smoke in the checkout (MIGRATION.md left as is) and report its verdict."""
     command = [sys.executable, "-m", "hooks.smoke", str(answers_path.relative_to(dest)), "--dest", str(dest),
                "--no-report"]
@@ -538,11 +607,11 @@ def smoke_findings(dest: Path, answers_path: Path) -> list[tuple[str, str, str]]
     verdict = next((line for line in reversed(lines) if line.startswith("smoke[")), lines[-1] if lines else "")
     log = next((line.removeprefix("full log: ") for line in reversed(lines) if line.startswith("full log: ")), "")
     if done.returncode == 0:
-        return [("info", f"smoke passed: {verdict}", "nothing to do")]
+        return [Finding("info", f"smoke passed: {verdict}", "nothing to do")]
     hint = next((line.removeprefix("hint: ") for line in reversed(lines) if line.startswith("hint: ")), "")
     where = f" (full log: {log})" if log else ""
-    return [("error", f"smoke failed: {verdict or f'exit {done.returncode}'}{where}",
-             hint or f"re-run it: python -m hooks.smoke {answers_path.relative_to(dest)}")]
+    return [Finding("error", f"smoke failed: {verdict or f'exit {done.returncode}'}{where}",
+                    hint or f"re-run it: python -m hooks.smoke {answers_path.relative_to(dest)}")]
 
 
 # --- the check ---------------------------------------------------------------------------------------------
@@ -554,45 +623,47 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
 
     dest = fw.dest
     model_id = answers_path.stem
-    found: list[tuple[str, str, str]] = []
+    found: list[Finding] = []
     try:
         answers = yaml.safe_load(answers_path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         answers = {}
-        found.append(("error", f"{answers_path.relative_to(dest)} does not parse ({type(exc).__name__})",
-                      "resolve its merge conflict or restore it from git"))
+        found.append(Finding("error", f"{answers_path.relative_to(dest)} does not parse ({type(exc).__name__})",
+                             "resolve its merge conflict or restore it from git"))
     model_id = str(answers.get("model_id") or model_id)
     config = dest / "examples" / model_id / f"{model_id}_config.yaml"
     cfg: dict[str, Any] | None = None
     if not config.is_file():
-        found.append(("error", f"{config.relative_to(dest)} is missing", f"re-render: {UPDATE.format(id=model_id)}"))
+        found.append(Finding("error", f"{config.relative_to(dest)} is missing",
+                             f"re-render: {UPDATE.format(id=model_id)}"))
     else:
         try:
             cfg = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
-            found.append(("error", f"{config.relative_to(dest)} does not parse ({type(exc).__name__})",
-                          "fix the YAML (an unresolved merge?)"))
+            found.append(Finding("error", f"{config.relative_to(dest)} does not parse ({type(exc).__name__})",
+                                 "fix the YAML (an unresolved merge?)"))
     if isinstance(cfg, dict):
         found += settings_findings(cfg, fw)
         plugins = []
-        for entry in _get(cfg, "training.plugin") or []:
+        for entry in dig(cfg, "training", "plugin") or []:
             path = plugin_path(dest, str(entry))
             if path is None:
-                found.append(("error", f"training.plugin names {entry}, which is not in this checkout (the trainer "
-                              "skips it with 'Import failed')", "fix the path or remove it"))
+                found.append(Finding("error", f"training.plugin names {entry}, which is not in this checkout "
+                                     "(the trainer skips it with 'Import failed')", "fix the path or remove it"))
             else:
                 plugins.append(path)
         found += registry_findings(cfg, fw, model_id, plugins, answers)
     found += plugin_findings(dest, model_id, answers, int(fw.facts.get("hook_arity") or 3))
     found += conflict_findings(dest, model_id)
     found += revision_findings(answers, fw, model_id)
-    if smoke and not any(level == "error" for level, _, _ in found):
+    if smoke and not any(f.level == "error" for f in found):
         found += smoke_findings(dest, answers_path)
     elif smoke:
-        found.append(("info", "smoke not run: fix the errors above first", f"python -m hooks.check --smoke {dest}"))
+        found.append(Finding("info", "smoke not run: fix the errors above first",
+                             f"python -m hooks.check --smoke {dest}"))
     order = {level: i for i, level in enumerate(LEVELS)}
-    found.sort(key=lambda f: order[f[0]])
-    return [Finding(model_id, *f) for f in found]
+    found.sort(key=lambda f: order[f.level])
+    return [replace(f, model=model_id) for f in found]
 
 
 def check(dest: Path, *, smoke: bool = False) -> tuple[list[Finding], int]:

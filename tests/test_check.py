@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks import check, env_with_hooks
+from hooks import check, dig, env_with_hooks
 from hooks.framework import checkout
 
 PARAMS = '''
@@ -188,18 +188,18 @@ def test_unknown_moved_and_deprecated_keys(tmp_path: Path) -> None:
 
     _edit_config(tmp_path, edit)
     cfg = yaml.safe_load((tmp_path / "examples/m/m_config.yaml").read_text())
-    found = {what.split(" ")[0]: (level, what, fix) for level, what, fix in check.settings_findings(cfg, fw)}
+    found = {f.what.split(" ")[0]: f for f in check.settings_findings(cfg, fw)}
     assert set(found) == {"parallel.recompute", "model.loss_cfg", "training.fully_shard_parallel_size",
                           "training.lrr", "features.recompute_plan.use_reentrant",
                           "data.dataloader_param.collate_param.model_name", "tooling.x"}
-    level, what, fix = found["parallel.recompute"]
-    assert level == "error" and "moved" in what and fix.startswith("move it to features.recompute (")
-    assert found["model.loss_cfg"][2].startswith("move it to features.loss_cfg")
-    assert found["training.fully_shard_parallel_size"][2] == "move it to parallel.fully_shard_parallel_size"
-    assert found["training.lrr"][0] == "error" and found["training.lrr"][2] == "rename it to training.lr"
-    assert "not a setting" in found["features.recompute_plan.use_reentrant"][1]
-    assert found["data.dataloader_param.collate_param.model_name"][:1] == ("warning",)
-    assert found["data.dataloader_param.collate_param.model_name"][2] == "delete it: collator_id is set"
+    moved = found["parallel.recompute"]
+    assert moved.level == "error" and "moved" in moved.what and moved.fix.startswith("move it to features.recompute (")
+    assert found["model.loss_cfg"].fix.startswith("move it to features.loss_cfg")
+    assert found["training.fully_shard_parallel_size"].fix == "move it to parallel.fully_shard_parallel_size"
+    assert found["training.lrr"].level == "error" and found["training.lrr"].fix == "rename it to training.lr"
+    assert "not a setting" in found["features.recompute_plan.use_reentrant"].what
+    assert found["data.dataloader_param.collate_param.model_name"].level == "warning"
+    assert found["data.dataloader_param.collate_param.model_name"].fix == "delete it: collator_id is set"
 
 
 def test_an_older_checkout_reads_recompute_and_the_collator_elsewhere(tmp_path: Path) -> None:
@@ -213,7 +213,7 @@ def test_an_older_checkout_reads_recompute_and_the_collator_elsewhere(tmp_path: 
                       .replace('metadata={"help": "Deprecated: use collator_id."}', 'metadata={"help": "x"}'))
     fw = check.Framework.read(tmp_path)
     assert (fw.facts["recompute_in"], fw.facts["collator_key"]) == ("parallel", "model_name")
-    found = {what.split(" ")[0]: fix for _, what, fix in check.settings_findings(CONFIG, fw)}
+    found = {f.what.split(" ")[0]: f.fix for f in check.settings_findings(CONFIG, fw)}
     assert found == {"features.recompute": "move it to parallel.recompute",
                      "features.recompute_plan": "move it to parallel.recompute_plan",
                      "data.dataloader_param.collate_param.collator_id":
@@ -289,6 +289,30 @@ def test_a_plugin_registration_counts_only_when_its_folder_is_a_plugin(tmp_path:
     assert ("m: error: chat template 'm' is not registered: mindspeed_mm/fsdp/models/m/data_plugin_m.py registers "
             "it, but its folder is not in training.plugin — fix: add mindspeed_mm/fsdp/models/m to training.plugin"
             ) in lines
+
+
+@pytest.mark.parametrize(("kind", "setting", "registration"), [
+    ("dataset", ("data", "dataset_param", "dataset_type"), '@data_register.register("mine")\nclass D:\n    pass\n'),
+    ("collator", ("data", "dataloader_param", "collate_param", "collator_id"), '_register_data_collator("mine", 1)\n'),
+    ("model", ("model", "model_id"), '@model_register.register("mine")\nclass M:\n    pass\n'),
+])
+def test_each_registry_names_the_own_file_that_registers_an_unloaded_name(
+        tmp_path: Path, kind: str, setting: tuple[str, ...], registration: str) -> None:
+    """Every registry of the table: a name registered only by a model file outside training.plugin is one error,
+    which names that file and says to add its folder to training.plugin."""
+    dest = _fake_checkout(tmp_path)
+    (dest / "mindspeed_mm/fsdp/data/datasets/m").mkdir(parents=True)
+    (dest / "mindspeed_mm/fsdp/data/datasets/m/own.py").write_text(registration)
+
+    def edit(cfg):
+        *parents, key = setting
+        dig(cfg, *parents)[key] = "mine"
+
+    _edit_config(dest, edit)
+    found = check.check(dest)[0]
+    assert [(f.model, f.level) for f in found] == [("m", "error")], found
+    assert "mindspeed_mm/fsdp/data/datasets/m/own.py registers it" in found[0].what
+    assert found[0].fix == "add mindspeed_mm/fsdp/data/datasets/m to training.plugin"
 
 
 @pytest.mark.parametrize(("source", "expected"), [
