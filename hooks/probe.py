@@ -3,7 +3,7 @@
 ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints what a copy would freeze into its
 answers file: the model facts and plans (``hooks.model.probe``), the processor, chat format and the model's
 own data code (``hooks.data.facts``), the recommended data branch. copier's ``python`` question runs it once
-per model and interpreter (``hooks.render.copier_ext``); in a MindSpeed-MM checkout the same process then
+per model and interpreter (``hooks.render.session``); in a MindSpeed-MM checkout the same process then
 tries the candidate data paths (``hooks.render.evidence``, the data-branch question's default) with the
 torch and transformers it has imported, and exits: nothing it starts outlives the question.
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hooks.data import model_card
 from hooks.data.candidates import recommend, unbuildable
-from hooks.render.copier_ext import branch_error
+from hooks.render.validators import branch_error
 
 CARD = '''---
 license: mit

@@ -176,7 +176,7 @@ def test_phi3_branch_b_reads_the_tokenizer_template_and_names_why_it_is_not_slot
 
     from hooks.data.media import data_format
     from hooks.data.records import sample_format
-    from hooks.render.copier_ext import branch_error
+    from hooks.render.validators import branch_error
 
     processor = AutoProcessor.from_pretrained(built("phi3_vision_128k"), trust_remote_code=True)
     found = data_format(processor, ["input_ids", "pixel_values", "image_sizes"], sample_format(processor))
