@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from hooks.model import cluster, memory
-from hooks.model.memory import GIB, LOADING_META, LOADING_PLAIN, Layout, ParamShape, plan_memory, rank_bytes
+from hooks.model import cluster, memory, memory_plan
+from hooks.model.memory import GIB, Layout, ParamShape, rank_bytes
+from hooks.model.memory_plan import LOADING_META, LOADING_PLAIN, plan_memory
+from hooks.model.memory_text import markdown
 from tests.conftest import FULL_CONFIGS, TEMPLATE_ROOT
 
 QWEN25_7B, QWEN3_30B, QWEN3_235B = "Qwen2.5-VL-7B-Instruct", "Qwen3-VL-30B-A3B-Instruct", "Qwen3-VL-235B-A22B-Instruct"
@@ -202,7 +204,7 @@ def test_qwen2_5_vl_7b_fits_one_node_with_plain_loading(shapes) -> None:
     assert abs(b.params - 4 * plan.total_params / 8) < 0.01 * GIB and b.grads == b.params
     assert 2 * b.params < b.optimizer < 2 * b.params + 0.01 * GIB
     assert plan.max_micro_batch >= 1 and b.device_total(1) <= plan.usable_bytes
-    assert "| verdict | fits on 1 node(s) |" in plan.markdown()
+    assert "| verdict | fits on 1 node(s) |" in markdown(plan)
 
 
 def test_qwen3_vl_235b_does_not_fit_one_node_and_names_the_nodes_and_ep_that_do(shapes) -> None:
@@ -221,7 +223,7 @@ def test_qwen3_vl_235b_does_not_fit_one_node_and_names_the_nodes_and_ep_that_do(
     assert yaml["training.no_load_optim"] is True and yaml["training.no_load_rng"] is True
     # 15 nodes (120 devices): no EP size divides both 128 experts and the world with dim 1 splitting evenly,
     # and plain FSDP gathers whole 128-expert layers: nothing fits there without offload.
-    assert memory._search(model, range(15, 16), 8, 2048, plan.usable_bytes, 1 << 50, intrusive=False) is None
+    assert memory_plan._search(model, range(15, 16), 8, 2048, plan.usable_bytes, 1 << 50, intrusive=False) is None
     assert any("CPU offload" in n for n in plan.notes)  # the slow alternative on fewer nodes is named
 
 
@@ -268,23 +270,24 @@ def test_one_device_runs_the_frameworks_ddp_path_and_matches_the_h200_measuremen
     """At ``fully_shard_parallel_size`` 1 without meta init MindSpeed-MM casts the model to bf16 and wraps it in
     DDP (``fully_shard_parallel_modules``); its clip upcasts every grad to fp32 at once: that is the peak."""
     model = shapes[QWEN25_7B]
-    frozen = memory.breakdown(model, memory.Settings(1, 1, freeze=("model.visual",)), 1, 2048)
+    frozen = memory_plan.breakdown(model, memory_plan.Settings(1, 1, freeze=("model.visual",)), 1, 2048)
     assert frozen.mode == "ddp" and frozen.gather_peak == 0
     assert frozen.params == 2 * model.total_params and frozen.after_backward == frozen.grads  # fp32 = 2 x bf16
     assert abs(frozen.device_total(1) / GIB - H200_MEASURED_GIB) < 0.01 * H200_MEASURED_GIB
-    assert memory.breakdown(model, memory.Settings(1, 1), 1, 2048, meta_init=True).mode == "fsdp2"
+    assert memory_plan.breakdown(model, memory_plan.Settings(1, 1), 1, 2048, meta_init=True).mode == "fsdp2"
     plan = plan_memory(model, devices_per_node=1, device_memory_gb=141)
     assert plan.verdict == "fits on 1 node(s)" and plan.yaml_defaults()["model.freeze"] == []  # the tower trains
-    assert "DDP at one shard rank" in plan.markdown()
+    assert "DDP at one shard rank" in markdown(plan)
 
 
 def test_intrusive_settings_only_beyond_the_plans_measured_error(shapes) -> None:
     model = shapes[QWEN25_7B]
-    whole = memory.breakdown(model, memory.Settings(1, 1), 1, 2048).device_total(1)
-    just_over = whole / GIB / memory.USABLE_DEVICE_SHARE / (1 + memory.PLAN_ERROR / 2)  # over by half the error
+    whole = memory_plan.breakdown(model, memory_plan.Settings(1, 1), 1, 2048).device_total(1)
+    # over by half the error
+    just_over = whole / GIB / memory_plan.USABLE_DEVICE_SHARE / (1 + memory_plan.PLAN_ERROR / 2)
     close = plan_memory(model, devices_per_node=1, device_memory_gb=just_over)
     assert close.verdict.startswith("fits with little margin on 1 node(s)") and close.fits
     assert close.yaml_defaults()["model.freeze"] == [] and not close.settings.cpu_offload
     assert any("5 %" in n or "(5%" in n for n in close.notes)
-    far = plan_memory(model, devices_per_node=1, device_memory_gb=whole / GIB / memory.USABLE_DEVICE_SHARE / 1.06)
+    far = plan_memory(model, devices_per_node=1, device_memory_gb=whole / GIB / memory_plan.USABLE_DEVICE_SHARE / 1.06)
     assert far.verdict == "fits on 1 node(s)" and far.yaml_defaults()["model.freeze"] == ["model.visual"]

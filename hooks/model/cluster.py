@@ -1,8 +1,9 @@
 """``python -m hooks.model.cluster MODEL_DIR [--devices-per-node 8 --device-memory-gb 64 --nodes 1] [--json]``:
-the memory plan of ``hooks.model.memory`` for a model folder and a cluster.
+the memory plan of ``hooks.model.memory_plan`` for a model folder and a cluster.
 
 A module of its own because it builds the model (on the meta device, through the probe's loader and module
-table): ``hooks.model.memory`` stays pure arithmetic that the probe itself uses, without an import circle.
+table): ``hooks.model.memory`` and ``hooks.model.memory_plan`` stay pure arithmetic that the probe itself uses,
+without an import circle.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import os
 import sys
 from pathlib import Path
 
-from hooks.model.memory import CUTOFF_LEN, ModelShapes, plan_memory, shapes_of
+from hooks.model.memory import CUTOFF_LEN, ModelShapes, shapes_of
+from hooks.model.memory_plan import plan_memory
+from hooks.model.memory_text import markdown
 
 
 def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelShapes:
@@ -60,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = plan_memory(shapes, devices_per_node=args.devices_per_node, device_memory_gb=args.device_memory_gb,
                        nodes=args.nodes, host_memory_gb=args.host_memory_gb, cutoff_len=args.cutoff_len,
                        micro_batch_size=args.micro_batch_size)
-    print(json.dumps({**plan.to_dict(), "markdown": plan.markdown()}, indent=1, sort_keys=True) if args.json
-          else plan.markdown())
+    print(json.dumps({**plan.to_dict(), "markdown": markdown(plan)}, indent=1, sort_keys=True) if args.json
+          else markdown(plan))
     return 0
 
 

@@ -530,13 +530,13 @@ def default_memory_plan(probed: Probed, model_dir: Path) -> dict[str, Any]:
 def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
                          how: str, facts: dict[str, Any]) -> dict[str, Any]:
     """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.cluster`` itself)."""
-    from hooks.model import memory
+    from hooks.model import memory, memory_plan, memory_text
 
     try:
         notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
         shapes = memory.shapes_of(model, table, plan, config, model_dir.name, notes)
-        return memory.summary(memory.plan_memory(shapes, **memory.DEFAULT_CLUSTER,
-                                                   cutoff_len=memory.sample_cutoff(facts)))
+        return memory_text.summary(memory_plan.plan_memory(shapes, **memory.DEFAULT_CLUSTER,
+                                                           cutoff_len=memory.sample_cutoff(facts)))
     except Exception:  # noqa: BLE001 - the plan is an extra here; the copy computes it again on its own
         return {}
 

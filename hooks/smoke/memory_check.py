@@ -104,7 +104,8 @@ def _records(observed: Path | None) -> dict[int, dict[str, Any]]:
 
 def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, nproc: int) -> list[dict[str, Any]]:
     """One row per rank and quantity: ``rank``, ``what``, ``predicted``, ``measured`` (bytes or None), ``note``."""
-    from hooks.model.memory import LOGIT_BYTES, Settings, breakdown, layer_row_bytes
+    from hooks.model.memory import LOGIT_BYTES, layer_row_bytes
+    from hooks.model.memory_plan import Settings, breakdown
     from hooks.model.saved import SavedBytes, layer_kind, predicted
 
     records = {r: rec for r, rec in _records(observed).items() if isinstance(rec.get("activations"), dict)

@@ -76,22 +76,22 @@ def tiny(families: list[str], work: Path) -> None:
 
 def plan(device_memory_gb: float, devices: int) -> None:
     """Part 2: the 7B shape's plan on ``devices`` x ``device_memory_gb``."""
-    from hooks.model import cluster, memory
+    from hooks.model import cluster, memory, memory_plan
     from tests.conftest import FULL_CONFIGS
 
     shapes = cluster.model_shapes(FULL_CONFIGS / "Qwen2.5-VL-7B-Instruct")
     gib = memory.GIB
     print(f"\n== memory plan, Qwen2.5-VL-7B shape ({shapes.total_params:,} parameters), {devices} x "
           f"{device_memory_gb:g} GiB, cutoff_len 2048, micro-batch 1, recompute on")
-    frozen = memory.breakdown(shapes, memory.Settings(1, devices, freeze=("model.visual",)), devices, 2048)
+    frozen = memory_plan.breakdown(shapes, memory_plan.Settings(1, devices, freeze=("model.visual",)), devices, 2048)
     print(f"vision frozen ({frozen.mode}): {frozen.device_total(1) / gib:.1f} GiB predicted; "
           f"measured on one H200 (issue 23): {H200_MEASURED_GIB} GiB max_memory_allocated "
           f"({(frozen.device_total(1) / gib - H200_MEASURED_GIB) / H200_MEASURED_GIB:+.1%})"
           if devices == 1 else f"vision frozen ({frozen.mode}): {frozen.device_total(1) / gib:.1f} GiB predicted")
-    chosen = memory.plan_memory(shapes, devices_per_node=devices, device_memory_gb=device_memory_gb)
+    chosen = memory_plan.plan_memory(shapes, devices_per_node=devices, device_memory_gb=device_memory_gb)
     print(f"decision: {chosen.verdict}; {chosen.settings.describe(chosen.world)}; "
           f"{chosen.breakdown.device_total(chosen.micro_batch_size_used) / gib:.1f} GiB of "
-          f"{chosen.usable_bytes / gib:.1f} GiB usable (plan error margin {memory.PLAN_ERROR:.0%})")
+          f"{chosen.usable_bytes / gib:.1f} GiB usable (plan error margin {memory_plan.PLAN_ERROR:.0%})")
 
 
 def _devices() -> tuple[str, int]:
