@@ -2,7 +2,8 @@
 
 ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints what a copy would freeze into its
 answers file: the model facts and plans (``hooks.model.probe``), the processor, chat format and the model's
-own data code (``hooks.data.facts``), the recommended data branch. copier's ``python`` question runs it once
+own data code (``hooks.data.facts``); without a checkout, the data branch to recommend follows from them
+(``hooks.data.candidates.recommend``). copier's ``python`` question runs it once
 per model and interpreter (``hooks.render.session``); in a MindSpeed-MM checkout the same process then
 tries the candidate data paths (``hooks.render.evidence``, the data-branch question's default) with the
 torch and transformers it has imported, and exits: nothing it starts outlives the question.
@@ -23,7 +24,7 @@ import traceback
 from pathlib import Path
 
 from hooks import run_one_shot
-from hooks.data.facts import add_data_facts, choose_branch
+from hooks.data.facts import add_data_facts
 from hooks.model.probe import (
     ModelFacts,
     ProbeError,
@@ -51,7 +52,6 @@ def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: b
     if with_memory:  # after the processor facts: one image's length sizes the samples
         facts.memory_default = default_memory_plan(probed, model_dir)
     probed.model = None
-    choose_branch(facts)
     facts.timings = {**probed.timings, "total_s": time.perf_counter() - t0}
     return facts
 

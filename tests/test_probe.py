@@ -67,7 +67,12 @@ def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     relevant = [p for p in human_plan()["apply_modules"] if any(module_name_match(p, n) for n in names)]
     assert set(relevant) <= set(facts.plan["apply_modules"])
     assert all(rep["matched"] >= 1 for rep in facts.plan["reports"])
-    assert facts.plan["problems"] == [] and facts.recommended_branch == "a" and facts.template == "qwen2vl"
+    from dataclasses import asdict
+
+    from hooks.data.candidates import recommend
+
+    choice = recommend(asdict(facts), None)
+    assert facts.plan["problems"] == [] and (choice["branch"], choice["template"]) == ("a", "qwen2vl")
 
 
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])

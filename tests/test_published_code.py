@@ -53,13 +53,16 @@ def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -
     assert "attn_implementation: eager  # a sub-model declares neither" in config
     from hooks.model.probe import ModelFacts, findings_text
 
-    text = findings_text(ModelFacts(**facts), "/m", width=200)
+    text = findings_text(ModelFacts.from_dict(facts), "/m", width=200)
     assert "sets text_config to 'sdpa' itself" in text and "accelerate.init_empty_weights()" in text
 
 
 def test_missing_processor_class_recommends_branch_c(facts) -> None:
     assert facts["processor"]["missing"] and "no processor class" in facts["processor"]["error"]
-    assert facts["recommended_branch"] == "c" and "no processor class" in facts["branch_reason"]
+    from hooks.data.candidates import recommend
+
+    choice = recommend(facts, None)  # the data stage's choice, from the facts (no checkout here)
+    assert choice["branch"] == "c" and "no processor class" in choice["reason"]
 
 
 def test_import_time_print_does_not_reach_the_facts(tiny_models, tmp_path: Path) -> None:
@@ -201,7 +204,11 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
 
     facts = probe(tiny_models("custom_tiles"), trust_remote_code=True)
     assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
-    assert facts.processor["sample_format"]["kind"] == "code" and facts.recommended_branch == "c"
+    from dataclasses import asdict
+
+    from hooks.data.candidates import recommend
+
+    assert facts.processor["sample_format"]["kind"] == "code" and recommend(asdict(facts), None)["branch"] == "c"
 
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:

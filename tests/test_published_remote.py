@@ -299,9 +299,10 @@ def test_qwen_vl_plan_leaves_the_tower_its_forward_enters_by_encode_out_of_units
 
 def summary(facts: dict) -> dict:
     """The probe's conclusions a reviewer reads first (the keys differ little between families)."""
-    keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "recommended_branch", "branch_reason",
-            "processor", "template", "collator_id", "build")
-    return {k: facts[k] for k in keep if k in facts}
+    from hooks.data.candidates import recommend
+
+    keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "processor", "build")
+    return {**{k: facts[k] for k in keep if k in facts}, "recommended": recommend(facts, None)}
 
 
 # What a copy with defaults does, per release: the line it must print (a passing copy) or stop with.

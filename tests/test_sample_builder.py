@@ -135,7 +135,9 @@ def test_the_probe_says_a_builder_is_needed_and_checks_one_against_chat(no_prepr
     assert facts["processor"]["problems"] == []  # chat()'s prompt rebuilt token for token with the builder's tiles
     assert fmt["kind"] == "code" and fmt["image_function"] == "sample_builder.load_image"
     assert fmt["builder"] == f"{builder}:load_image" and fmt["image_text"] == ["<img>", "<IMG_CONTEXT>", "</img>"]
-    assert facts["recommended_branch"] == "c"
+    from hooks.data.candidates import recommend
+
+    assert recommend(facts, None)["branch"] == "c"
 
 
 def test_a_wrong_answer_stops_the_probe_naming_the_field(no_preprocessing: Path) -> None:

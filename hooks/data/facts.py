@@ -4,20 +4,19 @@ What the model facts (``hooks.model.probe``) do not say and the data branch depe
 class, the keys it emits for one image and a text, the sample format it makes (``hooks.data.records``),
 the chat format read off its template (``hooks.data.media``); for a release without a processor class,
 the model's own data code run on the weightless build (``chat()``, a sample method, ``make_context()``:
-``hooks.data.model_code``, ``model_method``, ``model_context``). Then the branch to default to when no
-checkout can run the candidates (``hooks.data.candidates.recommend``; in a checkout the data-branch
-question's evidence decides, ``hooks.render.evidence``).
+``hooks.data.model_code``, ``model_method``, ``model_context``). The branch to default to is chosen from
+these facts by ``hooks.data.candidates.recommend`` (without a checkout), or by the data-branch question's
+evidence (``hooks.render.evidence``); it is never part of the model facts.
 """
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hooks.model.build import ProbeError
-from hooks.model.probe import ModelFacts, Probed
+from hooks.model.probe import Probed
 
 
 def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
@@ -101,11 +100,3 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
                                            f"{str(err)[:300]})"]
             facts.processor["traceback"] = traceback.format_exc()[-3000:]
 
-
-def choose_branch(facts: ModelFacts) -> None:
-    """Without a checkout to run data parity in: the family's in-repo template, else a derivable chat format."""
-    from hooks.data.candidates import recommend
-
-    choice = recommend(asdict(facts), None)
-    facts.recommended_branch, facts.branch_reason = choice["branch"], choice["reason"]
-    facts.template, facts.collator_id = choice["template"] if choice["branch"] == "a" else "", choice["collator_id"]

@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,6 @@ class ModelFacts:
     tie_word_embeddings: bool
     no_split_modules: list[str]
     media_tokens: dict[str, Any]
-    recommended_branch: str
-    branch_reason: str
-    template: str
-    collator_id: str
     plan: dict[str, Any]
     processor: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
@@ -79,6 +75,14 @@ class ModelFacts:
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
     memory_default: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelFacts:
+        """The facts of an answers file. Those of earlier versions also carry the data branch the probe then
+        recommended (``recommended_branch``, ``branch_reason``, ``template``, ``collator_id``): that choice is
+        the data stage's now (``hooks.data.candidates.recommend``), so such keys are left out here."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
@@ -501,10 +505,6 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
                                  or getattr(text_cfg, "tie_word_embeddings", False)) and bool(table.tied),
         no_split_modules=table.no_split,
         media_tokens=media_tokens(config),
-        recommended_branch="",
-        branch_reason="",
-        template="",
-        collator_id="",
         plan=plan.to_dict(),
         attention=attention,
         build=build if how != META or build["attention_set_by_model"] else {},

@@ -137,7 +137,8 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
         from hooks import FINDINGS_SHOWN
         from hooks.model.probe import ModelFacts, findings_text
 
-        print("\n" + findings_text(ModelFacts(**json.loads(out)), str(model_path)) + "\n", file=sys.stderr, flush=True)
+        text = findings_text(ModelFacts.from_dict(json.loads(out)), str(model_path))
+        print("\n" + text + "\n", file=sys.stderr, flush=True)
         export(FINDINGS_SHOWN, "1")  # the post-generation task need not repeat them
     return out.strip()
 
@@ -177,10 +178,11 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     evidence = json.loads(found) if found else None
     if evidence is not None and evidence["recommended"].get("stop"):  # the interpreter, not the data: nothing to render
         raise SystemExit(f"error: {evidence['recommended']['stop']}")
-    if evidence is None:
-        evidence = {"candidates": [], "recommended": {
-            "branch": model_facts.get("recommended_branch", "a"), "template": model_facts.get("template", ""),
-            "collator_id": model_facts.get("collator_id") or "qwen3vl", "reason": model_facts.get("branch_reason", "")}}
+    if evidence is None:  # no checkout to run the candidates in: the data stage's choice from the facts alone
+        from hooks.data.candidates import recommend
+
+        evidence = {"candidates": [], "recommended": recommend(model_facts, None) if model_facts else {
+            "branch": "a", "template": "", "collator_id": "qwen3vl", "reason": ""}}
     elif ("evidence", str(model_id)) not in _SHOWN and _interactive(context):
         _SHOWN.add(("evidence", str(model_id)))
         lines = [f"  {c['label']}: {c['verdict'].upper()}" + ("" if c["verdict"] == "match" else f" ({c['evidence']})")

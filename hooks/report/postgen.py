@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     follow_owner()  # copier's process: if it goes (Ctrl-C, kill), so do we and the trainer we launched
     dest = Path.cwd()
     answers = load_answers(args.answers)
-    facts = ModelFacts(**answers["model_facts"])
+    facts = ModelFacts.from_dict(answers["model_facts"])
     print(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
     recommended = (answers.get("data_evidence") or {}).get("recommended") or {}
     if recommended:
