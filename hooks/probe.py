@@ -101,12 +101,24 @@ def _builder(spec: str) -> str:
         raise ProbeError(f"sample_builder: {err}; answer path/to/builder.py:function") from err
 
 
+# What later questions compute in the training interpreter, as modes of this one command (copier's questions
+# start nothing else): a cluster's memory plan (``cluster MODEL_DIR ...``, ``hooks.model.cluster``) and the first
+# records' lengths against cutoff_len (``lengths MODEL_DIR DATA_JSON ...``, ``hooks.data.preflight``).
+MODES = {"cluster": "hooks.model.cluster", "lengths": "hooks.data.preflight"}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Exit 0 facts written, 1 facts written with plan problems, 2 bad input, 3 the model's code failed.
 
     With ``--out``, the facts go to that file: published model code prints on import and would
-    corrupt JSON on stdout. Whatever the model prints goes to stderr either way.
+    corrupt JSON on stdout. Whatever the model prints goes to stderr either way. A first argument
+    ``cluster``/``lengths`` runs that mode instead (``MODES``; a model folder is given by path after it).
     """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in MODES:
+        import importlib
+
+        return importlib.import_module(MODES[argv[0]]).main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m hooks.probe", description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--json", action="store_true", help="print ModelFacts as JSON")

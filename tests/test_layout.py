@@ -140,3 +140,42 @@ def test_the_tree_shows_the_pipeline() -> None:
     assert {*STAGES, "framework", "tiny"} <= packages
     flat = {p.stem for p in HOOKS.glob("*.py")} - {"__init__"}
     assert flat <= {"compat", "lifetime", "probe", "check", "update", "demo"}, flat
+
+
+QUESTION_MODULES = ("copier_ext", "validators", "session", "evidence", "files")  # what copier's questions run
+
+
+def _starts_process(call: ast.Call) -> str:
+    """``owner.name`` of a call that starts a process (``subprocess.*``, ``os.fork``/``spawn*``/``system``/``popen``,
+    ``multiprocessing.*``), else ""."""
+    if not isinstance(call.func, ast.Attribute) or not isinstance(call.func.value, ast.Name):
+        return ""
+    owner, name = call.func.value.id, call.func.attr
+    starts = owner in ("subprocess", "multiprocessing") or (
+        owner == "os" and (name in ("fork", "system", "popen") or name.startswith("spawn")))
+    return f"{owner}.{name}" if starts else ""
+
+
+def launches(path: Path) -> list[tuple[str, str]]:
+    """(call, "") for each process start in a module's source, and ("-m", module) for each ``[..., "-m", module, ...]``
+    command list it builds."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and (call := _starts_process(node)):
+            found.append((call, ""))
+        elif isinstance(node, ast.List):
+            items = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if "-m" in items and items.index("-m") + 1 < len(items):
+                found.append(("-m", items[items.index("-m") + 1]))
+    return found
+
+
+def test_the_questions_launch_nothing_but_the_probe() -> None:
+    """Questions compute, they do not launch (issue 25): the modules copier's validators and defaults run start
+    processes in one place only (``hooks.render.session``), and that place runs one command, the probe, whose
+    process the question waits for."""
+    render = HOOKS / "render"
+    starts = {name: launches(render / f"{name}.py") for name in QUESTION_MODULES}
+    assert all(not calls for name, calls in starts.items() if name != "session"), starts
+    assert {module for call, module in starts["session"] if call == "-m"} == {"hooks.probe"}
+    assert {call for call, _ in starts["session"] if call != "-m"} == {"subprocess.run"}  # run() waits; never Popen

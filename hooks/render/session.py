@@ -1,11 +1,12 @@
 """The probe session: every run of the training interpreter that a copier question needs, each waited for.
 
 The interpreter the user named (question ``python``) has torch and transformers; copier's need not. So
-the probe (``python -m hooks.probe``: the model facts, the default cluster's memory plan and, in a
-checkout, the data evidence, in one process), a memory plan for another cluster (``hooks.model.cluster``)
-and the first records' lengths (``hooks.data.preflight``) run there, as short-lived processes this module
-starts and waits for (a timeout kills them; ``die_with_parent`` ends them with copier). Results are cached
-per answers, so a question asked again never runs them twice. Nothing started here outlives its question.
+the probe runs there, ``python -m hooks.probe``, the only command a question starts: the model facts, the
+default cluster's memory plan and, in a checkout, the data evidence, in one process; then, only for answers
+other than the defaults, its ``cluster`` mode (another cluster's memory plan) and its ``lengths`` mode (the
+first records' lengths against cutoff_len). Each is a short-lived process this module starts and waits for
+(a timeout kills it; ``die_with_parent`` ends it with copier). Results are cached per answers, so a question
+asked again never runs one twice. Nothing started here outlives its question.
 """
 
 from __future__ import annotations
@@ -93,8 +94,8 @@ def facts_of(model_path: str, python: str, trust_remote_code: bool, builder: str
 @functools.cache
 def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
                 device_memory_gb: float, nodes: int, cutoff_len: int = 0) -> str:
-    """The memory plan for the answered cluster and samples of ``cutoff_len`` tokens (``python -m
-    hooks.model.cluster --json`` in the training interpreter, the model built on the meta device), frozen
+    """The memory plan for the answered cluster and samples of ``cutoff_len`` tokens (the probe's ``cluster``
+    mode, ``hooks.model.cluster``, in the training interpreter, the model built on the meta device), frozen
     into the answers file; "{}" when it cannot run
     (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
     from hooks.model.memory import CUTOFF_LEN, DEFAULT_CLUSTER, SUMMARY_KEYS
@@ -107,9 +108,9 @@ def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_p
     folder = Path(os.path.expanduser(str(model_path))).resolve()
     if not (folder / "config.json").is_file():
         return "{}"
-    cmd = [str(python), "-m", "hooks.model.cluster", str(folder), "--json", "--devices-per-node", str(devices_per_node),
-           "--device-memory-gb", str(device_memory_gb), "--nodes", str(nodes),
-           "--cutoff-len", str(int(cutoff_len) or CUTOFF_LEN)]
+    cmd = [str(python), "-m", "hooks.probe", "cluster", str(folder), "--json",
+           "--devices-per-node", str(devices_per_node), "--device-memory-gb", str(device_memory_gb),
+           "--nodes", str(nodes), "--cutoff-len", str(int(cutoff_len) or CUTOFF_LEN)]
     try:
         done = subprocess.run([*cmd, *(["--trust-remote-code"] if trust_remote_code else [])], capture_output=True,
                               text=True, env=env_with_hooks(), check=False, preexec_fn=die_with_parent,
@@ -137,7 +138,7 @@ def length_error(data_json: str, media_root: str, data_fields: str, model_path: 
     key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code),
            cutoff)
     if key not in LENGTHS:
-        cmd = [os.path.expanduser(str(python)), "-m", "hooks.data.preflight",
+        cmd = [os.path.expanduser(str(python)), "-m", "hooks.probe", "lengths",
                str(Path(os.path.expanduser(str(model_path))).resolve()),
                str(Path(os.path.expanduser(str(data_json))).resolve()), "--fields", str(data_fields or "")]
         cmd += ["--media-root", os.path.expanduser(str(media_root))] if str(media_root or "").strip() else []
