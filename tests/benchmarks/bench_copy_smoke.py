@@ -85,20 +85,23 @@ def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
 
 
 def parity_check(checkout: Path, model_dir: Path) -> dict[str, object]:
-    """The data-parity check of the copied scaffold, run again uncached: what it costs on its own."""
+    """The data-parity check of the copied scaffold, run again uncached (an empty verdict cache): what it costs
+    on its own, with the spec the copy's own check uses for the answered branch."""
     import yaml
 
     from hooks.data import parity
-    from hooks.framework.environment import find_mindspeed
 
     answers = yaml.safe_load((checkout / ".copier-answers" / "bench.yml").read_text())
-    config = yaml.safe_load((checkout / "examples" / "bench" / "bench_config.yaml").read_text())
-    spec = parity.spec_for(answers["model_facts"], False)
-    start = time.monotonic()
-    result = parity.run_check(checkout, model_dir, config, spec, python=sys.executable,
-                              mindspeed_home=find_mindspeed(checkout)[1])
-    return {"data_branch": answers["data_branch"], "parity": result.verdict,
-            "parity_check_s (uncached, own interpreter)": round(time.monotonic() - start, 2),
+    cache = os.environ["MSMM_CACHE"]
+    os.environ["MSMM_CACHE"] = tempfile.mkdtemp(prefix="msmm-bench-parity-")
+    try:
+        start = time.monotonic()
+        result, why = parity.parity_for_answers(checkout, answers)
+        seconds = round(time.monotonic() - start, 2)
+    finally:
+        os.environ["MSMM_CACHE"] = cache
+    return {"data_branch": answers["data_branch"], "parity": result.verdict if result else f"not checked ({why})",
+            "parity_check_s (uncached, own interpreter)": seconds,
             "copy_time_evidence": [(c["label"], c["verdict"]) for c in answers["data_evidence"]["candidates"]]}
 
 
