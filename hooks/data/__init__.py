@@ -13,6 +13,9 @@ smoke trains on.
 from collections.abc import Sequence
 from typing import Any
 
+# Sample formats made by the model's own data code (no processor class): its chat(), a sample method, make_context()
+MODEL_CODE_KINDS = ("code", "method", "context")
+
 
 def first_difference(ours: Sequence[object], theirs: Sequence[object]) -> int:
     """Index of the first position where two token lists differ (the shorter length if one is a prefix)."""

@@ -30,7 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hooks.data import first_difference, value_difference
+from hooks.data import MODEL_CODE_KINDS, first_difference, value_difference
 
 IGNORE = -100
 
@@ -444,7 +444,7 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
         kind = (spec.get("sample_format") or {}).get("kind")
-        if kind in ("code", "method", "context"):  # no processor: the model's own chat() or sample method
+        if kind in MODEL_CODE_KINDS:  # no processor: the model's own chat() or sample method
             return _code_check(batches, work, model_dir, spec)
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))

@@ -72,17 +72,23 @@ def load(spec: str) -> Any:
     return found
 
 
+def _field(holder: Any, key: str) -> Any:
+    """``key`` of a config object or of config.json's dict (the skeleton reads the file, the check the class)."""
+    return holder.get(key) if isinstance(holder, dict) else getattr(holder, key, None)
+
+
 def image_size(config: Any) -> int | None:
     """The square side the vision tower takes, where the config names one."""
-    for holder, key in ((config, "force_image_size"), (getattr(config, "vision_config", None), "image_size")):
-        value = getattr(holder, key, None) if holder is not None else None
+    for holder, key in ((config, "force_image_size"), (_field(config, "vision_config"), "image_size")):
+        value = _field(holder, key) if holder is not None else None
         if isinstance(value, int) and value > 0:
             return value
     return None
 
 
 def channels(config: Any) -> int:
-    return int(getattr(getattr(config, "vision_config", None), "num_channels", 3) or 3)
+    vision = _field(config, "vision_config")
+    return int((_field(vision, "num_channels") if vision is not None else None) or 3)
 
 
 def contract_problems(function: Any, config: Any, image: Any, image_file: bool) -> list[str]:
@@ -124,10 +130,9 @@ def contract_problems(function: Any, config: Any, image: Any, image_file: bool) 
 def skeleton(model_dir: Path, function: str = "load_image") -> str:
     """A builder file for ``model_dir`` whose docstring states the contract with the model's own figures."""
     config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-    vision = config.get("vision_config") or {}
-    side = config.get("force_image_size") or vision.get("image_size")
+    side = image_size(config)
     figures = [f"height = width = {side} (force_image_size / vision_config.image_size)" if side else
-               "height and width: the vision tower's input size", f"channels = {vision.get('num_channels', 3)}"]
+               "height and width: the vision tower's input size", f"channels = {channels(config)}"]
     for key in ("downsample_ratio", "dynamic_image_size", "max_dynamic_patch", "min_dynamic_patch", "use_thumbnail"):
         if key in config:
             figures.append(f"config.json {key} = {json.dumps(config[key])}")

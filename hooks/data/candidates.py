@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hooks.data import MODEL_CODE_KINDS
+
 # In-repo templates per model_type (MindSpeed-MM's template.py): the branch-a candidates, tried first.
 FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "qwen2_vl": [("qwen2vl", "qwen3vl")],
@@ -112,7 +114,7 @@ def unbuildable(facts: dict[str, Any]) -> str:
     proc = facts.get("processor") or {}
     if proc.get("unevaluated"):  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
         return f"could not evaluate the model's processor on one image and a text ({proc.get('error', '')[:300]})"
-    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") in ("code", "method", "context"):
+    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") in MODEL_CODE_KINDS:
         return ""
     return "; ".join(proc.get("problems") or []) or proc.get("error") or "the model has no processor class"
 

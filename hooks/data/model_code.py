@@ -141,7 +141,7 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
 
     texts: list[str] = []
     tokenizer_class = type(tokenizer)
-    tokenize = tokenizer_class.__call__
+    tokenize, own_call = tokenizer_class.__call__, "__call__" in vars(tokenizer_class)
 
     def tokenizing(self: Any, text: Any = None, *args: Any, **kwargs: Any) -> Any:
         if isinstance(text, str):
@@ -160,7 +160,10 @@ def capture_chat(model: Any, tokenizer: Any, pixel_values: Any, question: str) -
     except _Recorded:
         pass
     finally:
-        tokenizer_class.__call__ = tokenize
+        if own_call:
+            tokenizer_class.__call__ = tokenize
+        else:  # inherited: the class is left as it was, without a __call__ of its own
+            del tokenizer_class.__call__
         if original is not None:
             setattr(chat_module, CONVERSATION_FUNCTION, original)
     if "input_ids" not in calls:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks
+from hooks.data import MODEL_CODE_KINDS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
@@ -266,21 +267,21 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     branch = answers.get("data_branch")
     sample_format = (answers["model_facts"].get("processor") or {}).get("sample_format") or {}
     sample_kind = sample_format.get("kind")
-    if branch == "c" and sample_kind not in ("chat", "code", "method", "context"):
+    model_code = sample_kind in MODEL_CODE_KINDS
+    if branch == "c" and sample_kind != "chat" and not model_code:
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
                       "the prompt and labels, so there is no second format to compare with")
     model_id = answers["model_id"]
     config = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(f"fsdp/models/{model_id}") or
-                                    branch == "b" or sample_kind in ("code", "method", "context")]
+                                    branch == "b" or model_code]
     spec = spec_for(answers["model_facts"], bool(answers.get("trust_remote_code")))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
         spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
         spec.update(branch=branch, model_id=model_id, sample_format=sample_format)
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    model_code = sample_kind in ("code", "method", "context")
     key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, model_code=model_code), spec, python)
     result = _load_cached(key)
     if result is None:

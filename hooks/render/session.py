@@ -55,7 +55,7 @@ def run_probe(model_path: str, python: str, trust: bool, extra: tuple[str, ...] 
             if trust:
                 cmd.append("--trust-remote-code")
             if builder:
-                cmd += ["--sample-builder", str(Path(os.path.expanduser(builder)))]
+                cmd += ["--sample-builder", builder]  # the probe resolves it (hooks.data.builder.resolve)
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, env=env_with_hooks(), check=False,
                                       preexec_fn=die_with_parent, timeout=PROBE_TIMEOUT_S)

@@ -451,11 +451,8 @@ def write_shapes(model_dir: Path, cfg: dict[str, Any], observed: Path) -> None:
     2-core host, issue 25's bench). Pickled: the same dataclasses, read back by the same code."""
     import pickle
 
-    from hooks.model.cluster import model_shapes
-
-    shapes = model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")))
     partial = observed / f"{SHAPES}.tmp"
-    partial.write_bytes(pickle.dumps(shapes, protocol=4))
+    partial.write_bytes(pickle.dumps(_build_shapes(model_dir, cfg), protocol=4))
     partial.replace(observed / SHAPES)
 
 
@@ -466,6 +463,11 @@ def smoke_shapes(observed: Path | None, model_dir: Path, cfg: dict[str, Any]) ->
     path = observed / SHAPES if observed else None
     if path is not None and path.is_file():
         return pickle.loads(path.read_bytes())
+    return _build_shapes(model_dir, cfg)
+
+
+def _build_shapes(model_dir: Path, cfg: dict[str, Any]) -> Any:
+    """The trained model's ``ModelShapes``, built on the meta device (``hooks.model.cluster``)."""
     from hooks.model.cluster import model_shapes
 
     return model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")))
