@@ -414,12 +414,15 @@ def training_defaults(mm_home: Path) -> dict[str, Any]:
 
 
 GO, STOP = "go", "stop"  # what the smoke writes into the reference's ``--after`` file once the trainer exited
+RECORDED_MARK = "batches_recorded_rank"  # + rank: the observer wrote all of that rank's batches (its RECORDED_MARK)
 
 
-def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: Path, python: str,
+def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: Path, python: str, ranks: int,
                     attributes: dict[str, Any] | None = None) -> Any:
     """Start the reference beside the trainer (niced): it imports and builds the model's own class while the
-    trainer runs, then waits for ``observed/reference_after`` (``GO`` once the trainer exited) to replay."""
+    trainer runs, then replays as soon as each of the ``ranks`` has recorded its batches (the trainer's last
+    steps and its exit then overlap the replay), or once ``observed/reference_after`` says ``GO`` (the trainer
+    exited: a run shorter than the recorded steps)."""
     import subprocess
 
     from hooks import env_with_hooks
@@ -428,7 +431,8 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
     observed.mkdir(parents=True, exist_ok=True)
     spec, out, after = (observed / name for name in ("reference_spec.json", "reference.json", "reference_after"))
     spec.write_text(json.dumps({"config": str(config), "model_dir": str(model_dir), "observed": str(observed),
-                                "attributes": attributes or {}, "defaults": training_defaults(mm_home)}))
+                                "attributes": attributes or {}, "defaults": training_defaults(mm_home),
+                                "ranks": ranks}))
     out.unlink(missing_ok=True)
     after.unlink(missing_ok=True)
 
@@ -520,8 +524,9 @@ def loss_equivalence(process: Any, observed: Path, records: list[dict[str, Any]]
     return problems, verified, unknown
 
 
-def _wait_for(after: Path, timeout_s: float) -> str:
-    """What the smoke wrote into ``after`` (``GO``/``STOP``), or STOP when it never did."""
+def _wait_for(after: Path, timeout_s: float, ranks: int = 0) -> str:
+    """``GO`` once each of the ``ranks`` marked its batches recorded, else what the smoke wrote into ``after``
+    (``GO``/``STOP``), or STOP when nothing came."""
     import time
 
     deadline = time.monotonic() + timeout_s
@@ -530,6 +535,8 @@ def _wait_for(after: Path, timeout_s: float) -> str:
             text = after.read_text().strip()
             if text in (GO, STOP):
                 return text
+        if ranks and all((after.parent / f"{RECORDED_MARK}{rank}").is_file() for rank in range(ranks)):
+            return GO
         time.sleep(0.05)
     return STOP
 
@@ -557,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:  # noqa: BLE001 - the smoke then builds them itself
                 traceback.print_exc(file=sys.stderr)
             built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {})
-            if _wait_for(args.after, args.timeout) != GO:
+            if _wait_for(args.after, args.timeout, int(spec.get("ranks") or 0)) != GO:
                 return 0
         result = replay(spec, built)
     except Exception as err:  # noqa: BLE001 - never evidence: reported as "could not evaluate" with its cause

@@ -332,7 +332,7 @@ def run_framework_smoke(
 
     # The loss reference imports and builds the model's own class while the trainer runs (issue 24's cost).
     reference = start_reference(yaml_path, Path(model_dir).resolve(), observed, mm_home=Path(mm_home), python=python,
-                                attributes=attributes)
+                                ranks=nproc, attributes=attributes)
     try:
         run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
                              timeout_s=timeout_s, progress=progress)

@@ -52,10 +52,14 @@ def copier_copy(dest: Path, model_dir: Path, model_id: str, *, skip_tasks: bool)
 
 
 def bare_checkout(tmp: Path, name: str, mm_home: str, copied_from: Path, model_id: str) -> Path:
-    """A fresh checkout with the rendered plugin and example copied in: what a hand-made scaffold leaves."""
+    """A fresh checkout with the rendered plugins and example copied in: what a hand-made scaffold leaves
+    (branch c's dataset plugin included: without it the bare trainer fails at once, and a ratio against
+    that failure means nothing)."""
     checkout = prepare_destination(tmp / name, mm_home)
-    for rel in (Path("mindspeed_mm/fsdp/models") / model_id, Path("examples") / model_id):
-        shutil.copytree(copied_from / rel, checkout / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    for rel in (Path("mindspeed_mm/fsdp/models") / model_id, Path("examples") / model_id,
+                Path("mindspeed_mm/fsdp/data/datasets") / model_id):
+        if (copied_from / rel).is_dir():
+            shutil.copytree(copied_from / rel, checkout / rel, ignore=shutil.ignore_patterns("__pycache__"))
     return checkout
 
 
@@ -72,7 +76,8 @@ def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path)
     result = run_framework_smoke(checkout, checkout / "examples" / model_id / f"{model_id}_config.yaml",
                                  model_dir=model_dir, data_json=data_json, media_root=data_json.parent,
                                  work_dir=work, mindspeed_home=find_mindspeed(checkout)[1])
-    return {"wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb, "passed": result.passed}
+    figures = {"wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb, "passed": result.passed}
+    return figures if result.passed else {**figures, "error": result.error or result.summary()}
 
 
 def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
@@ -144,7 +149,7 @@ def one_round(tmp: Path, model_dir: Path, mm_home: str | None, bare_first: bool)
         figures["bare_trainer"] = bare_trainer_run(bare, model_dir, "bench", tmp / "bare_work")
     if mm_home and (checkout / ".copier-answers" / "bench.yml").is_file():
         figures.update(parity_check(checkout, model_dir))
-    if mm_home and "wall_s" in smoke:
+    if mm_home and smoke.get("passed") and figures["bare_trainer"]["passed"]:  # a ratio against a failure is none
         figures["ratio_copy_plus_smoke_to_bare"] = round(copy_wall / figures["bare_trainer"]["wall_s"], 2)
         figures["target_ratio"] = 1.6
     return figures
@@ -167,8 +172,10 @@ def main() -> int:
         medians = {key: round(statistics.median(r[key] for r in rounds), 2) for key in keys}
         if mm_home:
             medians["bare_trainer_wall_s"] = round(statistics.median(r["bare_trainer"]["wall_s"] for r in rounds), 2)
-            medians["ratio_copy_plus_smoke_to_bare"] = round(
-                statistics.median(r["ratio_copy_plus_smoke_to_bare"] for r in rounds), 2)
+            ratios = [r["ratio_copy_plus_smoke_to_bare"] for r in rounds if "ratio_copy_plus_smoke_to_bare" in r]
+            failed = len(rounds) - len(ratios)
+            medians["ratio_copy_plus_smoke_to_bare"] = (f"none: {failed} round(s) failed" if failed
+                                                        else round(statistics.median(ratios), 2))
         print("medians: " + json.dumps(medians, indent=2))
     return 0
 

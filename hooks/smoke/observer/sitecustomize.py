@@ -16,7 +16,8 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
 - at the first optimizer step, each parameter's gradient norm (before it) and, after it (gradients still
   there, AdamW states created), what this rank holds: ``hooks.model.memory.measure_rank``, compared with
   the memory plan's arithmetic;
-- the batches of the first ``RECORDED_STEPS`` steps as ``forward`` got them (``batch_rank<r>_step<s>.pt``)
+- the batches of the first ``RECORDED_STEPS`` steps as ``forward`` got them (``batch_rank<r>_step<s>.pt``,
+  then ``batches_recorded_rank<r>``: the reference replays them while the trainer runs on)
   and, from ``training_log``, those steps' loss, grad norm and learning rate unrounded (the log prints
   the grad norm with 3 decimals): ``hooks.smoke.reference`` replays the batches through the model's own
   class and compares.
@@ -45,6 +46,7 @@ _LOGGERS = ("mindspeed_mm.fsdp.distributed", "mindspeed.fsdp.distributed")
 _SHOWN = re.compile(r"^\[(FSDP2|Expert Parallel)\]: Apply ")
 WEIGHTS_CHECKED = 4  # first, two middle and last parameter found in the files
 RECORDED_STEPS = 3  # batches kept for the loss-equivalence reference (hooks.smoke.reference)
+RECORDED_MARK = "batches_recorded_rank"  # + rank: all of this rank's batches are written; the reference may replay
 
 
 def _rank() -> int:
@@ -238,7 +240,11 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
                 out = Path(json.loads(spec_path.read_text())["out"])
                 out.mkdir(parents=True, exist_ok=True)
                 kept = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-                torch.save(kept, out / f"batch_rank{_rank()}_step{count}.pt")
+                path = out / f"batch_rank{_rank()}_step{count}.pt"
+                torch.save(kept, path.with_suffix(".part"))
+                path.with_suffix(".part").replace(path)  # whole or absent: the reference reads them while we train
+                if count == RECORDED_STEPS:
+                    (out / f"{RECORDED_MARK}{_rank()}").touch()
             return batch
 
         return recorded_get_batch
