@@ -2,8 +2,9 @@
 
 A PASS that rests on a healthy-looking loss can still be the wrong objective: labels shifted twice,
 positions the model's ``forward`` would compute differently, another attention mask, a learning rate
-that is not the YAML's. So after the smoke, one process replays the batches the trainer's ranks fed
-``forward`` (recorded by ``hooks/smoke/observer``) through an independent reference:
+that is not the YAML's. So one process beside the smoke replays the batches the trainer's ranks fed
+``forward`` (recorded by ``hooks/smoke/observer``; it starts once every rank has written them) through an
+independent reference:
 
 - **the model** is the class from the model folder (``hooks.model.loading``: transformers' class or the
   folder's own code), never the generated plugin, with the weights of the folder the trainer loaded
