@@ -76,6 +76,17 @@ def test_identical_batches_match_and_a_trained_newline_is_noted(qwen_tokenizer) 
     assert any("whitespace '\\n'" in n for n in notes)
 
 
+def test_a_note_several_samples_share_is_one_line_naming_them() -> None:
+    from hooks.data.batch import by_sample
+
+    notes = ["image processor P on both sides", "one image: also trains the whitespace '\\n'",
+             "one image: also passes ['rope_deltas']", "two images: also trains the whitespace '\\n'",
+             "video: also trains the whitespace '\\n'", "text only: a stand-in image is added"]
+    assert by_sample(notes) == ["image processor P on both sides",
+                                "one image, two images, video: also trains the whitespace '\\n'",
+                                "one image: also passes ['rope_deltas']", "text only: a stand-in image is added"]
+
+
 def test_a_different_token_is_a_mismatch_in_words(qwen_tokenizer) -> None:
     ids = _chat_ids(qwen_tokenizer)
     other = _chat_ids(qwen_tokenizer, "The image is blue.")

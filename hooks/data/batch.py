@@ -493,7 +493,21 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys)
             findings += notes
-    return {"verdict": verdict, "details": list(dict.fromkeys(findings)), "samples": names}
+    return {"verdict": verdict, "details": by_sample(findings), "samples": names}
+
+
+def by_sample(findings: list[str]) -> list[str]:
+    """One line per note that several samples share ("one image, video: also trains ..."), in first-seen order:
+    the same note once per sample is noise a reviewer of MIGRATION.md would delete."""
+    samples = {name for name, _, _ in SAMPLES} | {VIDEO[0], "text only"}
+    groups: dict[str, list[str]] = {}
+    for line in findings:
+        name, colon, note = line.partition(": ")
+        if colon and name in samples:
+            groups.setdefault(note, []).append(name)
+        else:
+            groups.setdefault(line, [])
+    return [f"{', '.join(dict.fromkeys(names))}: {note}" if names else note for note, names in groups.items()]
 
 
 def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:

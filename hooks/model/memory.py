@@ -62,6 +62,15 @@ from hooks.model.plan import ModuleTable, Plan, unit_owners
 CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len, at least (partials/config.yaml.jinja)
 
 GIB = 1 << 30
+
+
+def size_text(n: float, digits: int = 1) -> str:
+    """Bytes in the largest binary unit that keeps the figure at least 1: a tiny model's plan reads "24.0 KiB"
+    where a fixed GiB column would print rows of "0.0 GiB" that say nothing."""
+    for unit, scale in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n:.0f} B"
 FP32, BF16 = 4, 2
 ADAM_STATES = 2  # exp_avg, exp_avg_sq
 ADAM_STEP_BYTES = 4  # one fp32 0-dim ``step`` tensor per trainable parameter

@@ -42,7 +42,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hooks.model.matching import module_name_match
-from hooks.model.memory import BF16, CUTOFF_LEN, FP32, GIB, Layout, ModelShapes, activations, rank_bytes, unit_gathers
+from hooks.model.memory import (
+    BF16,
+    CUTOFF_LEN,
+    FP32,
+    GIB,
+    Layout,
+    ModelShapes,
+    activations,
+    rank_bytes,
+    size_text,
+    unit_gathers,
+)
 
 USABLE_DEVICE_SHARE = 0.9
 USABLE_HOST_SHARE = 0.8
@@ -330,7 +341,7 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
                            meta_init=meta_init)
         saved = b.device_total(1) - frozen.device_total(1)
         notes.append(f"model.freeze stays [] (training the vision tower fits). Freezing {model.vision_towers} would "
-                     f"save {saved / GIB:.1f} GiB per device (its grads, optimizer states and activations); "
+                     f"save {size_text(saved)} per device (its grads, optimizer states and activations); "
                      "MindSpeed-MM's own Qwen3-VL examples freeze model.visual by choice, to fine-tune the "
                      "language side only.")
     if s.freeze:
@@ -338,17 +349,17 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
                      "frozen towers get no gradients, no optimizer states and no saved activations.")
     if s.cpu_offload:
         notes.append("parallel.fsdp_plan.cpu_offload keeps parameters, gradients and optimizer states in pinned host "
-                     f"memory ({b.host_per_node / GIB:.0f} GiB per node) and runs AdamW on the CPU: slow, only "
+                     f"memory ({size_text(b.host_per_node)} per node) and runs AdamW on the CPU: slow, only "
                      "because nothing else fits.")
     model_bytes = FP32 * model.total_params
     per_node = model_bytes * devices_per_node
     if per_node <= host_usable:
         loading = LOADING_PLAIN
-        reason = (f"{devices_per_node} ranks x {model_bytes / GIB:.0f} GiB (fp32) = {per_node / GIB:.0f} GiB <= "
+        reason = (f"{devices_per_node} ranks x {size_text(model_bytes)} (fp32) = {size_text(per_node)} <= "
                   f"{USABLE_HOST_SHARE:.0%} of {host_memory_gb:g} GiB host memory per node")
     else:
         loading = LOADING_META
-        reason = (f"{devices_per_node} ranks x {model_bytes / GIB:.0f} GiB (fp32) = {per_node / GIB:.0f} GiB > "
+        reason = (f"{devices_per_node} ranks x {size_text(model_bytes)} (fp32) = {size_text(per_node)} > "
                   f"{USABLE_HOST_SHARE:.0%} of {host_memory_gb:g} GiB host memory per node; training.load streams "
                   "one tensor at a time into each rank's shards (load_format: hf, no_load_optim/no_load_rng: true, "
                   "load_strict: true so a missing key fails instead of training on uninitialised memory)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hooks.model.memory import GIB, SUMMARY_KEYS
+from hooks.model.memory import SUMMARY_KEYS, size_text
 from hooks.model.memory_plan import USABLE_DEVICE_SHARE, Breakdown, MemoryPlan
 
 
@@ -23,9 +23,7 @@ def markdown(plan: MemoryPlan) -> str:
     """The plan as a Markdown table plus notes, for MIGRATION.md."""
     b, mb = plan.breakdown, plan.micro_batch_size_used
 
-    def gib(n: int) -> str:
-        return f"{n / GIB:.1f} GiB"
-
+    gib = size_text
     rows = [
         ("hardware", f"{plan.nodes} node(s) x {plan.devices_per_node} devices x {plan.device_memory_gb:g} GiB, "
                      f"{plan.host_memory_gb:g} GiB host per node"),

@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import dig
-from hooks.model.memory import GIB
-
-KIB = 1 << 10
-
+from hooks.model.memory import size_text
 
 # --------------------------------------------------------------------------- inside the trainer's ranks
 
@@ -90,9 +87,7 @@ def observe(engine: Any, write: Any) -> None:
 
 
 def _size(n: float | None) -> str:
-    if n is None:
-        return "n/a"
-    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / (1 << 20):.2f} MiB" if n >= 1 << 20 else f"{n / KIB:.1f} KiB"
+    return "n/a" if n is None else size_text(n, 2)
 
 
 def _records(observed: Path | None) -> dict[int, dict[str, Any]]:
