@@ -193,7 +193,7 @@ def test_a_tiny_models_plan_prints_sizes_not_rows_of_zero_gib(tiny_models) -> No
     """The demo's plan (a tiny model) reads its real sizes: a fixed GiB column printed "0.0 GiB" on every row."""
     plan = plan_memory(cluster.model_shapes(tiny_models("qwen2_5_vl")), devices_per_node=8, device_memory_gb=64)
     text = markdown(plan)
-    assert "0.0 GiB" not in text and " 0 GiB" not in text
+    assert "0.0 GiB" not in text and " 0 GiB" not in text and "| 0 B |" not in text
     assert "KiB" in text or "MiB" in text
     assert memory.size_text(116 * GIB) == "116.0 GiB" and memory.size_text(24 * 1024, 2) == "24.00 KiB"
 

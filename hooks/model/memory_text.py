@@ -37,7 +37,8 @@ def markdown(plan: MemoryPlan) -> str:
             ("optimizer states per device (AdamW, fp32)", gib(b.optimizer))]),
         ("largest unit gathered (bf16)", f"{b.largest_unit or '(root)'}: {gib(b.largest_unit_bytes)}"),
         ("all-gather / reduce-scatter peak", gib(b.gather_peak)),
-        ("root unit gathered all step (bf16)", gib(b.root_gathered)),
+        # an empty root (every parameter in a unit: the FSDP section says so) would be a row of "0 B"
+        *([("root unit gathered all step (bf16)", gib(b.root_gathered))] if b.root_gathered else []),
         (f"activations per sample, cutoff_len {plan.cutoff_len} (ESTIMATE)",
          f"{gib(b.activations_per_sample)} with recompute, "
          f"{gib(b.activations_per_sample_no_recompute)} without"),
