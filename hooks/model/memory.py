@@ -62,6 +62,11 @@ from hooks.model.plan import ModuleTable, Plan, unit_owners
 CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len, at least (partials/config.yaml.jinja)
 
 GIB = 1 << 30
+FP32, BF16 = 4, 2
+ADAM_STATES = 2  # exp_avg, exp_avg_sq
+ADAM_STEP_BYTES = 4  # one fp32 0-dim ``step`` tensor per trainable parameter
+LOGIT_BYTES = 10  # per token and vocabulary entry: bf16 logits + fp32 upcast + saved fp32 log-softmax
+ACT_BYTES = 2  # activations are bf16
 
 
 def size_text(n: float, digits: int = 1) -> str:
@@ -71,11 +76,6 @@ def size_text(n: float, digits: int = 1) -> str:
         if n >= scale:
             return f"{n / scale:.{digits}f} {unit}"
     return f"{n:.0f} B"
-FP32, BF16 = 4, 2
-ADAM_STATES = 2  # exp_avg, exp_avg_sq
-ADAM_STEP_BYTES = 4  # one fp32 0-dim ``step`` tensor per trainable parameter
-LOGIT_BYTES = 10  # per token and vocabulary entry: bf16 logits + fp32 upcast + saved fp32 log-softmax
-ACT_BYTES = 2  # activations are bf16
 
 
 # --------------------------------------------------------------------------- shapes

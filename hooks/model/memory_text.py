@@ -23,7 +23,6 @@ def markdown(plan: MemoryPlan) -> str:
     """The plan as a Markdown table plus notes, for MIGRATION.md."""
     b, mb = plan.breakdown, plan.micro_batch_size_used
 
-    gib = size_text
     rows = [
         ("hardware", f"{plan.nodes} node(s) x {plan.devices_per_node} devices x {plan.device_memory_gb:g} GiB, "
                      f"{plan.host_memory_gb:g} GiB host per node"),
@@ -31,22 +30,22 @@ def markdown(plan: MemoryPlan) -> str:
                                                     if plan.expert_params else "")),
         ("verdict", plan.verdict),
         ("settings", plan.settings.describe(plan.world)),
-        *(_ddp_rows(b, gib) if b.mode == "ddp" else [
-            ("parameters per device (fp32 shard)", gib(b.params)),
-            ("gradients per device (fp32 shard)", gib(b.grads)),
-            ("optimizer states per device (AdamW, fp32)", gib(b.optimizer))]),
-        ("largest unit gathered (bf16)", f"{b.largest_unit or '(root)'}: {gib(b.largest_unit_bytes)}"),
-        ("all-gather / reduce-scatter peak", gib(b.gather_peak)),
+        *(_ddp_rows(b) if b.mode == "ddp" else [
+            ("parameters per device (fp32 shard)", size_text(b.params)),
+            ("gradients per device (fp32 shard)", size_text(b.grads)),
+            ("optimizer states per device (AdamW, fp32)", size_text(b.optimizer))]),
+        ("largest unit gathered (bf16)", f"{b.largest_unit or '(root)'}: {size_text(b.largest_unit_bytes)}"),
+        ("all-gather / reduce-scatter peak", size_text(b.gather_peak)),
         # an empty root (every parameter in a unit: the FSDP section says so) would be a row of "0 B"
-        *([("root unit gathered all step (bf16)", gib(b.root_gathered))] if b.root_gathered else []),
+        *([("root unit gathered all step (bf16)", size_text(b.root_gathered))] if b.root_gathered else []),
         (f"activations per sample, cutoff_len {plan.cutoff_len} (ESTIMATE)",
-         f"{gib(b.activations_per_sample)} with recompute, "
-         f"{gib(b.activations_per_sample_no_recompute)} without"),
+         f"{size_text(b.activations_per_sample)} with recompute, "
+         f"{size_text(b.activations_per_sample_no_recompute)} without"),
         (f"total per device at micro_batch_size {mb}",
-         f"{gib(b.device_total(mb))} of {gib(plan.usable_bytes)} usable "
+         f"{size_text(b.device_total(mb))} of {size_text(plan.usable_bytes)} usable "
          f"({USABLE_DEVICE_SHARE:.0%} of {plan.device_memory_gb:g} GiB)"),
         ("largest micro_batch_size that fits", str(plan.max_micro_batch)),
-        *([("host memory for offloaded states per node", gib(b.host_per_node))] if plan.settings.cpu_offload
+        *([("host memory for offloaded states per node", size_text(b.host_per_node))] if plan.settings.cpu_offload
           else []),
         ("loading", f"{plan.loading}: {plan.loading_reason}"),
     ]
@@ -56,13 +55,13 @@ def markdown(plan: MemoryPlan) -> str:
     return "\n".join(lines)
 
 
-def _ddp_rows(b: Breakdown, gib: Any) -> list[tuple[str, str]]:
+def _ddp_rows(b: Breakdown) -> list[tuple[str, str]]:
     """The world-size-1 rows: the framework's DDP path, not FSDP2 (``ddp_mode``)."""
-    return [("parameters per device (DDP at one shard rank: bf16, param_dtype)", gib(b.params)),
-            ("gradients + DDP bucket copy (bf16)", gib(b.grads)),
-            ("optimizer states per device (AdamW, bf16 like the parameters)", gib(b.optimizer)),
+    return [("parameters per device (DDP at one shard rank: bf16, param_dtype)", size_text(b.params)),
+            ("gradients + DDP bucket copy (bf16)", size_text(b.grads)),
+            ("optimizer states per device (AdamW, bf16 like the parameters)", size_text(b.optimizer)),
             ("clip_grad_norm's fp32 copies of the grads (after backward, instead of activations)",
-             gib(b.after_backward))]
+             size_text(b.after_backward))]
 
 
 def summary(plan: MemoryPlan) -> dict[str, Any]:

@@ -415,7 +415,11 @@ def training_defaults(mm_home: Path) -> dict[str, Any]:
 
 
 GO, STOP = "go", "stop"  # what the smoke writes into the reference's ``--after`` file once the trainer exited
-RECORDED_MARK = "batches_recorded_rank"  # + rank: the observer wrote all of that rank's batches (its RECORDED_MARK)
+
+
+def recorded_mark(observed: Path, rank: int) -> Path:
+    """The file the observer touches once ``rank`` wrote all its recorded batches: the reference may replay."""
+    return observed / f"batches_recorded_rank{rank}"
 
 
 def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: Path, python: str, ranks: int,
@@ -536,7 +540,7 @@ def _wait_for(after: Path, timeout_s: float, ranks: int = 0) -> str:
             text = after.read_text().strip()
             if text in (GO, STOP):
                 return text
-        if ranks and all((after.parent / f"{RECORDED_MARK}{rank}").is_file() for rank in range(ranks)):
+        if ranks and all(recorded_mark(after.parent, rank).is_file() for rank in range(ranks)):
             return GO
         time.sleep(0.05)
     return STOP

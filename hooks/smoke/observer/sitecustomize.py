@@ -46,7 +46,6 @@ _LOGGERS = ("mindspeed_mm.fsdp.distributed", "mindspeed.fsdp.distributed")
 _SHOWN = re.compile(r"^\[(FSDP2|Expert Parallel)\]: Apply ")
 WEIGHTS_CHECKED = 4  # first, two middle and last parameter found in the files
 RECORDED_STEPS = 3  # batches kept for the loss-equivalence reference (hooks.smoke.reference)
-RECORDED_MARK = "batches_recorded_rank"  # + rank: all of this rank's batches are written; the reference may replay
 
 
 def _rank() -> int:
@@ -241,10 +240,14 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
                 out.mkdir(parents=True, exist_ok=True)
                 kept = {k: v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
                 path = out / f"batch_rank{_rank()}_step{count}.pt"
-                torch.save(kept, path.with_suffix(".part"))
-                path.with_suffix(".part").replace(path)  # whole or absent: the reference reads them while we train
+                partial = path.with_suffix(".part")
+                torch.save(kept, partial)
+                partial.replace(path)  # whole or absent: the reference reads them while we train
                 if count == RECORDED_STEPS:
-                    (out / f"{RECORDED_MARK}{_rank()}").touch()
+                    _hooks_importable()
+                    from hooks.smoke.reference import recorded_mark
+
+                    recorded_mark(out, _rank()).touch()
             return batch
 
         return recorded_get_batch
