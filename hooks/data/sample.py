@@ -72,3 +72,34 @@ def build_demo_dataset(dest: Path, *, samples: int = 8, seed: int = 0) -> Path:
     return out
 
 
+
+
+SAMPLING_RATE = 16000  # what the releases' feature extractors and MindSpeed-MM's audio_sampling_rate default to
+_DEMO_TONES: tuple[tuple[str, float], ...] = (
+    ("low", 220.0), ("middle", 440.0), ("high", 880.0), ("very high", 1760.0),
+)
+
+
+def demo_audio(i: int, seconds: float = 1.5) -> tuple[Any, str]:
+    """A tone of one of four pitches (float32 in [-1, 1] at ``SAMPLING_RATE``), and an answer naming it."""
+    import numpy as np
+
+    name, hertz = _DEMO_TONES[i % len(_DEMO_TONES)]
+    time = np.arange(int(seconds * SAMPLING_RATE)) / SAMPLING_RATE
+    wave = 0.4 * np.sin(2 * np.pi * hertz * time) * np.minimum(1.0, 8 * (seconds - time))  # a short fade-out
+    return wave.astype(np.float32), f"A {name} tone, about {hertz:.0f} hertz."
+
+
+def write_wav(path: Path, wave: Any, rate: int = SAMPLING_RATE) -> None:
+    """``wave`` (floats in [-1, 1]) as a 16-bit mono PCM WAV file: what every audio loader reads (the standard
+    library writes it, so building data needs no audio package)."""
+    import wave as wav_module
+
+    import numpy as np
+
+    pcm = (np.clip(wave, -1.0, 1.0) * 32767).astype("<i2")
+    with wav_module.open(str(path), "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(rate)
+        out.writeframes(pcm.tobytes())
