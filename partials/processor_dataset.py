@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 IMAGE_PLACEHOLDER = "<image>"
+AUDIO_PLACEHOLDER = "<audio>"
 IGNORE = -100
 USER_ROLES, ASSISTANT_ROLES = ("user", "human"), ("assistant", "gpt")
 
@@ -52,6 +53,7 @@ class FieldMap:
     """Which record key holds what; ``conversations`` (a list of turns) or ``prompt``/``response``."""
 
     images: str = "images"
+    audios: str = "audios"
     prompt: str = ""
     response: str = ""
     system: str = ""
@@ -70,6 +72,10 @@ class FieldMap:
 
     def images_of(self, record: dict[str, Any]) -> list[str]:
         value = record.get(self.images) or []
+        return [value] if isinstance(value, str) else list(value)
+
+    def audios_of(self, record: dict[str, Any]) -> list[str]:
+        value = record.get(self.audios) or []
         return [value] if isinstance(value, str) else list(value)
 
 
