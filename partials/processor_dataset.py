@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 IMAGE_PLACEHOLDER = "<image>"
 AUDIO_PLACEHOLDER = "<audio>"
+_MARKS = re.compile(f"({re.escape(IMAGE_PLACEHOLDER)}|{re.escape(AUDIO_PLACEHOLDER)})")
 IGNORE = -100
 USER_ROLES, ASSISTANT_ROLES = ("user", "human"), ("assistant", "gpt")
 
@@ -99,6 +101,10 @@ class SampleFormat:
     roles: tuple[str, ...] = ()  # ``method``: its names for the system, user and assistant roles
     method_kwargs: tuple[tuple[str, Any], ...] = ()  # ``method``: the arguments that make it write labels
     per_sample: tuple[str, ...] = ()  # media ``forward`` takes as a list with one entry per sample
+    media: tuple[str, ...] = ("image",)  # what the processor takes: image, audio (an omni model both)
+    sampling_rate: int = 0  # audio: the rate its feature extractor expects (clips are loaded at it)
+    audio_kwarg: str = ""  # audio: the keyword of the processor's __call__ for clips
+    audio_keys: tuple[str, ...] = ()  # audio: the processor outputs forward takes (never laid over tokens)
     system_message: str = ""  # ``context``: the system message the model's chat() passes by default
     chat_format: str = ""  # ``context``: the chat format its generation config names (``chatml``)
 
@@ -182,6 +188,21 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
+def load_audios(paths: list[str], root: Path, rate: int) -> list[Any]:
+    """Each clip as MindSpeed-MM's mm_plugin reads it: librosa, resampled to the feature extractor's rate."""
+    import librosa
+
+    if paths and not rate:
+        raise ValueError(f"the record names audio files ({', '.join(map(str, paths[:3]))}) but this data path takes "
+                         "no audio: the model would train on the placeholder's text")
+    return [librosa.load(str(Path(root) / path), sr=rate)[0] for path in paths]
+
+
+def audio_item() -> dict[str, Any]:
+    """A typed audio item as chat templates test for it (``item.type == 'audio'`` or ``'audio' in item``)."""
+    return {"type": "audio", "audio": ""}
+
+
 def load_images(paths: list[str], root: Path) -> list[Any]:
     from PIL import Image
 
@@ -193,10 +214,19 @@ def load_images(paths: list[str], root: Path) -> list[Any]:
 
 
 def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]], images: list[Any],
-                 cutoff: int) -> dict[str, Any]:
-    """One sample: ``input_ids``, ``attention_mask``, ``labels`` and the processor's media outputs."""
+                 cutoff: int, audios: list[Any] = ()) -> dict[str, Any]:
+    """One sample: ``input_ids``, ``attention_mask``, ``labels`` and the processor's media outputs.
+
+    A record with audio (clips, or ``<audio>`` in its text) for a data path that takes none is refused, naming
+    it: its placeholder would be trained as text and its sound never heard."""
+    if (audios or any(AUDIO_PLACEHOLDER in text for _, text in turns)) and "audio" not in fmt.media:
+        raise ValueError(f"the record has audio ({len(audios)} clip(s), {AUDIO_PLACEHOLDER!r} in its text) but this "
+                         "data path takes none: the model would train on the placeholder's text")
+    if "image" not in fmt.media and (images or any(IMAGE_PLACEHOLDER in text for _, text in turns)):
+        raise ValueError(f"the record has images ({len(images)}, {IMAGE_PLACEHOLDER!r} in its text) but this model's "
+                         "processor takes none")
     if fmt.kind == "chat":
-        sample = _chat_sample(processor, turns, images, fmt)
+        sample = _chat_sample(processor, turns, images, fmt, list(audios))
     elif fmt.kind == "suffix":
         sample = _suffix_sample(processor, turns, images)
     elif fmt.kind == "code":
@@ -215,22 +245,23 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
     return sample
 
 
-def _messages(turns: list[tuple[str, str]], images_left: list[int]) -> list[dict[str, Any]]:
-    """Chat-template messages with typed items: ``<image>`` marks (or, without any, the first user turn)
-    carry the images."""
-    marked = any(IMAGE_PLACEHOLDER in text for _, text in turns)
+def _messages(turns: list[tuple[str, str]], images_left: list[int], audios_left: int = 0) -> list[dict[str, Any]]:
+    """Chat-template messages with typed items: ``<image>``/``<audio>`` marks (or, without any of a kind, the
+    first user turn, audio before images) carry the media."""
+    marks = {IMAGE_PLACEHOLDER: {"type": "image"}, AUDIO_PLACEHOLDER: audio_item()}
+    unmarked = [(audio_item(), audios_left)] if not any(AUDIO_PLACEHOLDER in t for _, t in turns) else []
+    if not any(IMAGE_PLACEHOLDER in text for _, text in turns):
+        unmarked.append(({"type": "image"}, images_left[0]))
     messages = []
     for role, text in turns:
         items: list[dict[str, Any]] = []
-        pieces = text.split(IMAGE_PLACEHOLDER)
-        if role == "user" and not marked and images_left[0]:
-            items += [{"type": "image"}] * images_left[0]
-            images_left[0] = 0
-        for index, piece in enumerate(pieces):
-            if index:
-                items.append({"type": "image"})
-                images_left[0] -= 1
-            if piece:
+        if role == "user" and unmarked:
+            items += [dict(item) for item, count in unmarked for _ in range(count)]
+            unmarked = []
+        for piece in _MARKS.split(text):
+            if piece in marks:
+                items.append(dict(marks[piece]))
+            elif piece:
                 items.append({"type": "text", "text": piece})
         messages.append({"role": role, "content": items})
     return messages
@@ -268,38 +299,49 @@ def template_owner(processor: Any, fmt: SampleFormat) -> Any:
     return processor.tokenizer if fmt.template_on == "tokenizer" else processor
 
 
-def call(processor: Any, text: str, images: list[Any], one_text: bool = False) -> Any:
-    """The processor on one rendered text and its images: as a batch of one (no added special tokens when the
-    text starts with the BOS), or, for a processor that takes one string, as its model card calls it."""
+def call(processor: Any, text: str, images: list[Any], one_text: bool = False, audios: list[Any] = (),
+         audio_kwarg: str = "audio", sampling_rate: int = 0) -> Any:
+    """The processor on one rendered text and its media: as a batch of one (no added special tokens when the
+    text starts with the BOS), or, for a processor that takes one string, as its model card calls it. Clips go
+    by the processor's own keyword with their rate, only when there are some (an image-only processor never
+    sees either)."""
+    clips = {audio_kwarg: list(audios), **({"sampling_rate": sampling_rate} if sampling_rate else {})} if audios else {}
     if one_text:
-        return processor(text, images or None, return_tensors="pt")
+        return processor(text, images or None, return_tensors="pt", **clips)
     bos = getattr(processor.tokenizer, "bos_token", None)
-    return processor(text=[text], images=[images] if images else None, return_tensors="pt",
-                     add_special_tokens=not (bos and text.startswith(bos)))
+    pictures = {"images": [images]} if images else {}
+    return processor(text=[text], return_tensors="pt", add_special_tokens=not (bos and text.startswith(bos)),
+                     **pictures, **clips)
 
 
-def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any], fmt: SampleFormat
-                 ) -> dict[str, Any]:
+def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any], fmt: SampleFormat,
+                 audios: list[Any] = ()) -> dict[str, Any]:
     """The processor's sample for the chat template's rendering; each answer (from where its text starts,
     so a block the template writes before past answers, GLM-4.5V's ``<think></think>``, stays untrained)
     through the template's end of turn is trained."""
-    typed = _messages(turns, [len(images)])
+    typed = _messages(turns, [len(images)], len(audios))
     messages = as_template_reads(typed, fmt.string_roles, fmt.image_mark)
     owner = template_owner(processor, fmt)
-    out = call(processor, owner.apply_chat_template(messages, tokenize=False), images, fmt.one_text)
+
+    def held(kind: str, upto: int) -> int:
+        return sum(item["type"] == kind for m in typed[:upto] for item in m["content"])
+
+    def run(text: str, upto: int) -> Any:
+        return call(processor, text, images[:held("image", upto)], fmt.one_text, audios[:held("audio", upto)],
+                    fmt.audio_kwarg, fmt.sampling_rate)
+
+    out = run(owner.apply_chat_template(messages, tokenize=False), len(typed))
     ids = out["input_ids"][0]
     labels = ids.new_full(ids.shape, IGNORE)
     for index, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        held = sum(item["type"] == "image" for m in typed[:index] for item in m["content"])
         through = owner.apply_chat_template(messages[:index + 1], tokenize=False)
         answer = turns[index][1].strip()
         at = through.rfind(answer) if answer else -1
         prompt = (through[:at] if at >= 0 else
                   owner.apply_chat_template(messages[:index], tokenize=False, add_generation_prompt=True))
-        start, end = (_boundary(ids, call(processor, text, images[:held], fmt.one_text)["input_ids"][0], index)
-                      for text in (prompt, through))
+        start, end = (_boundary(ids, run(text, index)["input_ids"][0], index) for text in (prompt, through))
         labels[start:end] = ids[start:end]
     return {**dict(out.items()), "labels": labels.unsqueeze(0)}
 
@@ -478,12 +520,26 @@ def _per_token(value: Any, ids: Any) -> bool:
     return getattr(value, "dim", lambda: 0)() >= 2 and tuple(value.shape[:2]) == tuple(ids.shape)
 
 
-def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
-    """A 64x64 white image's sample with nothing attended or trained: added to a batch without media,
-    so that every rank runs the vision tower each step (as MindSpeed-MM's collator does)."""
+def stand_ins(processor: Any, fmt: SampleFormat) -> dict[str, dict[str, Any]]:
+    """Each medium the processor takes, with its stand-in sample (``stand_in``)."""
+    return {medium: stand_in(processor, fmt, medium) for medium in fmt.media}
+
+
+def stand_in(processor: Any, fmt: SampleFormat, medium: str = "image") -> dict[str, Any]:
+    """A 64x64 white image's sample (``audio``: 0.1 s of silence's, MindSpeed-MM's 1600 zero samples) with
+    nothing attended or trained: added to a batch without that medium, so that every rank runs every tower
+    each step (as MindSpeed-MM's collator does)."""
     import torch
     from PIL import Image
 
+    if medium == "audio":
+        import numpy as np
+
+        sample = _chat_sample(processor, [("user", AUDIO_PLACEHOLDER + " "), ("assistant", " ")], [], fmt,
+                              [np.zeros(1600, dtype=np.float32)])
+        sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])
+        sample["labels"] = torch.full_like(sample["input_ids"], IGNORE)
+        return sample
     turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
     white = [Image.new("RGB", (64, 64), "white")]
     if fmt.kind == "method":  # a white image's media and no tokens: the model adds its features times 0
@@ -505,25 +561,35 @@ def stand_in(processor: Any, fmt: SampleFormat) -> dict[str, Any]:
 
 
 def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
-            stand_in_sample: dict[str, Any] | None = None) -> dict[str, Any]:
+            stand_in_samples: dict[str, dict[str, Any]] | None = None,
+            audio_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Right-pad the per-token tensors ([1, length]); concatenate media tensors along their first dim.
 
-    ``keys``: what the model's forward takes; other processor outputs are dropped. A batch without
-    media gets ``stand_in_sample`` appended to its first sample (masked, untrained); a stand-in without
-    tokens (``method``) names media passed as a list with one entry per sample instead.
+    ``keys``: what the model's forward takes; other processor outputs are dropped. A batch without a
+    medium gets that medium's stand-in (``stand_ins``) appended to its first sample (masked, untrained); an
+    image stand-in without tokens (``method``) names media passed as a list with one entry per sample instead.
+    ``audio_keys`` (a clip's features, [clips, mel bins, frames]) are media whatever their shape: never laid
+    over the tokens, as a sample with as many tokens as mel bins would otherwise have them.
     """
     import torch
 
-    if stand_in_sample is not None and "input_ids" not in stand_in_sample:  # ``method``: media without tokens
-        media = {key: [s.get(key, value) for s in samples] for key, value in stand_in_sample.items()}
+    stand_in_samples = stand_in_samples or {}
+    image = stand_in_samples.get("image")
+    if image is not None and "input_ids" not in image:  # ``method``: media without tokens
+        media = {key: [s.get(key, value) for s in samples] for key, value in image.items()}
         samples = [{k: v for k, v in s.items() if k not in media} for s in samples]  # one entry per sample, a
         return {**collate(samples, pad_id, keys), **media}  # text-only sample's the stand-in's
-    if stand_in_sample is not None and all(_per_token(v, s["input_ids"]) for s in samples for v in s.values()):
-        samples = [_append(samples[0], stand_in_sample), *samples[1:]]
+    has = {"audio": any(k in audio_keys for s in samples for k in s),
+           "image": not all(_per_token(v, s["input_ids"]) for s in samples for k, v in s.items()
+                            if k not in audio_keys)}
+    for medium, extra in stand_in_samples.items():
+        if not has[medium]:
+            samples = [_append(samples[0], extra, audio_keys), *samples[1:]]
+    media_keys = audio_keys
     longest = max(s["input_ids"].shape[-1] for s in samples)
     batch: dict[str, Any] = {}
     for key in sorted({key for s in samples for key in s if key in keys or key == "labels"}):
-        if any(_per_token(s.get(key), s["input_ids"]) for s in samples):  # missing in a sample: zeros (text)
+        if key not in media_keys and any(_per_token(s.get(key), s["input_ids"]) for s in samples):
             fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
             like = next(s[key] for s in samples if key in s)
             values = [s[key] if key in s else _token_zeros(s["input_ids"], like) for s in samples]
@@ -544,7 +610,7 @@ def _token_zeros(ids: Any, like: Any) -> Any:
     return torch.zeros((*ids.shape, *like.shape[2:]), dtype=like.dtype)
 
 
-def _append(sample: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def _append(sample: dict[str, Any], extra: dict[str, Any], media_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``extra``'s tokens after ``sample``'s, its media as the sample's."""
     import torch
 
@@ -552,7 +618,7 @@ def _append(sample: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     ids, extra_ids = sample["input_ids"], extra["input_ids"]
     for key in {*sample, *extra}:
         mine, theirs = sample.get(key), extra.get(key)
-        if _per_token(theirs, extra_ids) or _per_token(mine, ids):
+        if key not in media_keys and (_per_token(theirs, extra_ids) or _per_token(mine, ids)):
             mine = mine if mine is not None else _token_zeros(ids, theirs)
             theirs = theirs if theirs is not None else _token_zeros(extra_ids, mine)
             out[key] = torch.cat([mine, theirs.to(mine.dtype)], dim=1)

@@ -1,12 +1,12 @@
 """Media for MindSpeed-MM's data path through the model's own processor (copied in by msmm-migrate).
 
-The model's chat template writes one fixed item per image or video (``MediaFormat.image_item``,
+The model's chat template writes one fixed item per image, video or audio clip (``MediaFormat.image_item``,
 read off the template by msmm-migrate); the processor decides what that item becomes for a given
-image: the number of patch tokens, tiles, row/column markers, begin/end tokens. Both steps of the
-data path ask the processor instead of repeating its arithmetic:
+medium: the number of patch tokens, tiles, row/column markers, begin/end tokens, a clip's frames. Both
+steps of the data path ask the processor instead of repeating its arithmetic:
 
-- ``expand_messages``: each ``<image>``/``<video>`` placeholder becomes the text the processor makes
-  of the template's item for that media, in place (the template then tokenizes it with its turn);
+- ``expand_messages``: each ``<image>``/``<video>``/``<audio>`` placeholder becomes the text the processor
+  makes of the template's item for that media, in place (the template then tokenizes it with its turn);
 - ``batch_inputs``: the processor's own non-text outputs for a batch (pixel values, image sizes,
   attention masks, grids, ...) that the model's ``forward`` takes; ``token_type_ids``
   are rebuilt over the batch's real token ids from the token types the processor assigns.
@@ -23,7 +23,9 @@ from typing import Any
 
 IMAGE_PLACEHOLDER = "<image>"
 VIDEO_PLACEHOLDER = "<video>"
-_RUN = re.compile(f"((?:{re.escape(IMAGE_PLACEHOLDER)}|{re.escape(VIDEO_PLACEHOLDER)})+)")  # adjacent placeholders
+AUDIO_PLACEHOLDER = "<audio>"
+_ANY = "|".join(re.escape(p) for p in (IMAGE_PLACEHOLDER, VIDEO_PLACEHOLDER, AUDIO_PLACEHOLDER))
+_RUN = re.compile(f"((?:{_ANY})+)")  # adjacent placeholders
 TEXT_KEYS = ("input_ids", "attention_mask")  # the processor's text side: the template builds our own
 # Outputs laid over the token positions that are not a token-type lookup (Mllama's cross-attention mask):
 # recomputed by the processor over the batch's own text, which it leaves unexpanded.
@@ -41,6 +43,9 @@ class MediaFormat:
     no_lead_after: tuple[str, ...] = ()  # placeholders a user turn may start with, lead-free
     batch_keys: frozenset[str] = frozenset()  # processor outputs the model's forward takes
     token_types: dict[int, int] = field(default_factory=dict)  # token id -> type, as the processor marks them
+    audio_item: str | None = None  # what the template writes for one clip (None: the model takes no audio)
+    audio_kwarg: str = "audio"  # the keyword the processor takes clips by
+    sampling_rate: int = 0  # the rate the clips are at, passed with them (the feature extractor's)
 
 
 @dataclass(frozen=True)
@@ -72,29 +77,36 @@ def clip(path: Any, frames: list[Any], fps: float) -> Clip:
 
 
 def _call(processor: Any, texts: list[str], images: Sequence[Sequence[Any]] | None,
-          videos: Sequence[Sequence[Clip]] | None) -> Any:
-    """The processor on ``texts`` with media nested per text (the form every processor accepts)."""
+          videos: Sequence[Sequence[Clip]] | None, audios: Sequence[Sequence[Any]] | None = None,
+          fmt: MediaFormat | None = None) -> Any:
+    """The processor on ``texts`` with images and videos nested per text (the form every processor accepts) and
+    clips as one flat list in order (as audio processors take them), by the processor's keyword, at their rate."""
     kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "add_special_tokens": False}
     if images and any(images):
         kwargs["images"] = [list(group) for group in images]
     if videos and any(videos):
         kwargs["videos"] = [[c.frames for c in group] for group in videos]
         kwargs["video_metadata"] = [[c.metadata() for c in group] for group in videos]
+    if audios and any(audios):
+        kwargs[fmt.audio_kwarg if fmt else "audio"] = [clip for group in audios for clip in group]
+        if fmt and fmt.sampling_rate:
+            kwargs["sampling_rate"] = fmt.sampling_rate
     if len(texts) > 1:
         kwargs["padding"] = True
     return processor(**kwargs)
 
 
-def expand(processor: Any, item: str, *, image: Any = None, video: Clip | None = None, prefix: str = "") -> str:
-    """The text the processor makes of one media ``item`` for ``image`` (or ``video``)."""
+def expand(processor: Any, item: str, *, image: Any = None, video: Clip | None = None, audio: Any = None,
+           prefix: str = "", fmt: MediaFormat | None = None) -> str:
+    """The text the processor makes of one media ``item`` for ``image`` (or ``video``, or an ``audio`` clip)."""
     out = _call(processor, [prefix + item], [[image]] if image is not None else None,
-                [[video]] if video is not None else None)
+                [[video]] if video is not None else None, [[audio]] if audio is not None else None, fmt)
     text = processor.tokenizer.decode(out["input_ids"][0])
     return text[len(prefix):] if prefix and text.startswith(prefix) else text
 
 
 def expand_messages(messages: list[dict[str, str]], processor: Any, images: Sequence[Any], videos: Sequence[Clip],
-                    fmt: MediaFormat) -> list[dict[str, str]]:
+                    fmt: MediaFormat, audios: Sequence[Any] = ()) -> list[dict[str, str]]:
     """Each run of placeholders replaced by its expansion; the text lead added to text-first user turns."""
     contents = []
     for message in messages:
@@ -103,7 +115,7 @@ def expand_messages(messages: list[dict[str, str]], processor: Any, images: Sequ
             content = fmt.text_lead + content
         contents.append(content)
     runs = [run for content in contents for run in _RUN.findall(content)]
-    expansions = iter(expand_runs(processor, fmt, runs, images, videos))
+    expansions = iter(expand_runs(processor, fmt, runs, images, videos, audios))
     out = []
     for message, content in zip(messages, contents, strict=True):
         pieces = _RUN.split(content)  # text, run, text, run, ..., text
@@ -112,7 +124,7 @@ def expand_messages(messages: list[dict[str, str]], processor: Any, images: Sequ
 
 
 def expand_runs(processor: Any, fmt: MediaFormat, runs: Sequence[str], images: Sequence[Any],
-                videos: Sequence[Clip]) -> list[str]:
+                videos: Sequence[Clip], audios: Sequence[Any] = ()) -> list[str]:
     """The processor's text for each run of adjacent placeholders, with all of a sample's media in one call.
 
     One call, because what a processor makes of an image may depend on the sample's other media
@@ -124,10 +136,10 @@ def expand_runs(processor: Any, fmt: MediaFormat, runs: Sequence[str], images: S
         return []
     tokenizer = processor.tokenizer
     items = [run.replace(IMAGE_PLACEHOLDER, fmt.image_item or "").replace(VIDEO_PLACEHOLDER, fmt.video_item or "")
-             for run in runs]
+             .replace(AUDIO_PLACEHOLDER, fmt.audio_item or "") for run in runs]
     mark = next(t for t in (tokenizer.eos_token, tokenizer.pad_token, tokenizer.unk_token)
                 if t and not any(t in item for item in items))
-    out = _call(processor, [fmt.item_prefix + mark.join(items)], [list(images)], [list(videos)])
+    out = _call(processor, [fmt.item_prefix + mark.join(items)], [list(images)], [list(videos)], [list(audios)], fmt)
     text = tokenizer.decode(out["input_ids"][0])
     pieces = text[len(fmt.item_prefix):].split(mark) if text.startswith(fmt.item_prefix) else text.split(mark)
     if len(pieces) != len(runs):
@@ -136,19 +148,21 @@ def expand_runs(processor: Any, fmt: MediaFormat, runs: Sequence[str], images: S
 
 
 def batch_inputs(processor: Any, fmt: MediaFormat, images: Sequence[Sequence[Any]], videos: Sequence[Sequence[Clip]],
-                 batch_ids: Sequence[Sequence[int]]) -> dict[str, Any]:
+                 batch_ids: Sequence[Sequence[int]], audios: Sequence[Sequence[Any]] | None = None) -> dict[str, Any]:
     """The processor's outputs for the batch's media (one list per sample) that ``forward`` takes."""
-    texts = [(fmt.image_item or "") * len(image_group) + (fmt.video_item or "") * len(video_group)
-             for image_group, video_group in zip(images, videos, strict=True)]
+    audios = audios or [[] for _ in images]
+    texts = [(fmt.audio_item or "") * len(audio_group) + (fmt.image_item or "") * len(image_group)
+             + (fmt.video_item or "") * len(video_group)
+             for image_group, video_group, audio_group in zip(images, videos, audios, strict=True)]
     if not any(texts):
         return {}
-    out = _call(processor, texts, images, videos)
+    out = _call(processor, texts, images, videos, audios, fmt)
     inputs = {key: value for key, value in out.items() if key in fmt.batch_keys}
     if "token_type_ids" in inputs:
         inputs["token_type_ids"] = [[fmt.token_types.get(t, 0) for t in ids] for ids in batch_ids]
     positional = [key for key in POSITIONAL_KEYS if key in inputs]
     if positional:
-        again = _call(processor, [processor.tokenizer.decode(ids) for ids in batch_ids], images, videos)
+        again = _call(processor, [processor.tokenizer.decode(ids) for ids in batch_ids], images, videos, audios, fmt)
         for row, ids in zip(again["input_ids"].tolist(), batch_ids, strict=True):
             if row[:len(ids)] != list(ids):
                 raise ValueError("the processor tokenizes the batch's text differently: cannot lay "

@@ -101,7 +101,7 @@ def test_collate_pads_concatenates_and_gives_text_only_batches_a_stand_in(arch: 
         return  # PaliGemma needs an image in every sample; Mllama's stand-in is checked by parity (tier 2)
     text_only = rt.build_sample(proc, fmt, [("user", "Say hi."), ("assistant", "Hi.")], [], 4096)
     assert "pixel_values" not in text_only
-    stand_in = rt.stand_in(proc, fmt)
+    stand_in = rt.stand_ins(proc, fmt)
     batch = rt.collate([text_only, text_only], proc.tokenizer.pad_token_id or 0, keys, stand_in)
     assert "pixel_values" in batch, "the vision tower must run on every rank"
     length = text_only["input_ids"].shape[1]

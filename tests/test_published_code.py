@@ -191,7 +191,7 @@ def test_code_stand_in_adds_tiles_but_no_tokens(model_code) -> None:
     data = runtime()
     sample = data.build_sample(code, fmt, [("user", "Hi?"), ("assistant", "Hi.")], [], 4096)
     batch = data.collate([sample], 0, frozenset({"input_ids", "attention_mask", "pixel_values", "image_flags"}),
-                         data.stand_in(code, fmt))
+                         data.stand_ins(code, fmt))
     assert batch["input_ids"].shape == sample["input_ids"].shape
     assert batch["pixel_values"].shape[0] >= 1 and not batch["image_flags"].any()
 

@@ -224,7 +224,7 @@ def test_ovis2_method_is_read_off_its_model(built) -> None:
     text = data.build_sample(code, form, [("user", "Hi."), ("assistant", "Hello.")], [], 1 << 20)
     batch = data.collate([sample, text], tokenizer.pad_token_id, frozenset(["input_ids", "attention_mask",
                                                                             "pixel_values"]),
-                         data.stand_in(code, form))
+                         data.stand_ins(code, form))
     assert isinstance(batch["pixel_values"], list) and len(batch["pixel_values"]) == 2
     assert batch["pixel_values"][0] is sample["pixel_values"] and batch["input_ids"].shape[0] == 2
 
@@ -265,11 +265,11 @@ def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
     (png,) = tmp_path.glob("*.png")
     assert str(png) in tokenizer.decode(ids) and list(Image.open(png).getdata()) == list(red.getdata())
     text = data.build_sample(code, form, [("user", "Hi."), ("assistant", "Hello.")], [], 1 << 20)
-    batch = data.collate([text], 0, frozenset(["input_ids", "attention_mask"]), data.stand_in(code, form))
+    batch = data.collate([text], 0, frozenset(["input_ids", "attention_mask"]), data.stand_ins(code, form))
     masked = batch["input_ids"][0][batch["attention_mask"][0] == 0]
     assert "<img>" in tokenizer.decode(masked) and bool((batch["labels"][0][batch["attention_mask"][0] == 0]
                                                           == -100).all())
-    with_image = data.collate([sample], 0, frozenset(["input_ids", "attention_mask"]), data.stand_in(code, form))
+    with_image = data.collate([sample], 0, frozenset(["input_ids", "attention_mask"]), data.stand_ins(code, form))
     assert with_image["input_ids"].shape == sample["input_ids"].shape  # it runs the vision tower already
 
 

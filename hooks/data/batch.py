@@ -47,6 +47,16 @@ SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[in
 ]
 
 
+# For a model that takes audio: (name, system, turns), a turn's clips given as demo tones (hooks.data.sample.demo_audio
+# indexes), its images as above. One clip, two clips of different pitch in one turn, a clip with an image (omni).
+AUDIO_SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]], list[int]]]]] = [
+    ("one audio", "", [("user", "What do you hear?", [], [0]), ("assistant", "A low tone.", [], [])]),
+    ("two audios", "", [("user", "Compare the two sounds.", [], [1, 2]),
+                        ("assistant", "The second is higher.", [], [])]),
+]
+OMNI_SAMPLE = ("audio and image", "", [("user", "Does the sound match the picture?", [(64, 64, (200, 30, 30))], [3]),
+                                       ("assistant", "A red picture and a very high tone.", [], [])])
+
 VIDEO = ("video", "", [("user", "Describe the clip.", []), ("assistant", "A red square fades.", [])])
 VIDEO_FRAMES, VIDEO_FPS = 8, 4
 
@@ -66,8 +76,19 @@ def write_video(path: Path) -> Path:
     return path
 
 
-def write_samples(dest: Path, video: bool = False) -> list[Path]:
-    """One JSON file per sample in MindSpeed-MM's huggingface format (``<image>`` first in a turn), images as PNG.
+def cases(media: list[str] | tuple[str, ...] = ("image",)) -> list[tuple[str, str, list[tuple[str, str, list[Any],
+                                                                                                 list[int]]]]]:
+    """The samples compared for a model that takes ``media``: the image samples (first, in their order), the audio
+    samples, and one with both for a model that takes both; each turn (role, text, images, clips)."""
+    found = [(name, system, [(role, text, pictures, []) for role, text, pictures in turns])
+             for name, system, turns in SAMPLES] if "image" in media else []
+    found += AUDIO_SAMPLES if "audio" in media else []
+    return found + ([OMNI_SAMPLE] if {"image", "audio"} <= set(media) else [])
+
+
+def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str, ...] = ("image",)) -> list[Path]:
+    """One JSON file per sample in MindSpeed-MM's huggingface format (``<audio>`` then ``<image>`` first in a turn),
+    images as PNG, clips as 16-bit WAV (``cases(media)``).
 
     One file each, so that a sample the model's processor cannot take (two differently sized images
     on Perception-LM) fails alone rather than the whole dataset build. With ``video``, a clip sample
@@ -75,16 +96,22 @@ def write_samples(dest: Path, video: bool = False) -> list[Path]:
     """
     from PIL import Image
 
+    from hooks.data.sample import demo_audio, write_wav
+
     records = []
-    for index, (name, system, turns) in enumerate(SAMPLES):
-        messages, images = ([{"role": "system", "content": system}] if system else []), []
-        for role, text, pictures in turns:
+    for index, (name, system, turns) in enumerate(cases(media)):
+        messages, images, audios = ([{"role": "system", "content": system}] if system else []), [], []
+        for role, text, pictures, clips in turns:
             for width, height, rgb in pictures:
                 path = dest / f"s{index}_{len(images)}.png"
                 Image.new("RGB", (width, height), rgb).save(path)
                 images.append(path.name)
-            messages.append({"role": role, "content": "<image>" * len(pictures) + text})
-        records.append({"messages": messages, "images": images, "name": name})
+            for tone in clips:
+                path = dest / f"a{index}_{len(audios)}.wav"
+                write_wav(path, demo_audio(tone)[0])
+                audios.append(path.name)
+            messages.append({"role": role, "content": "<audio>" * len(clips) + "<image>" * len(pictures) + text})
+        records.append({"messages": messages, "images": images, "name": name, **({"audios": audios} if audios else {})})
     if video:
         write_video(dest / "clip.mp4")
         records.append({"messages": [{"role": "user", "content": "<video>" + VIDEO[2][0][1]},
@@ -119,15 +146,24 @@ def video_clip(config: dict[str, Any], clip: Path) -> Any:
     return runtime().Clip(frames, len(frames) / (VIDEO_FRAMES / VIDEO_FPS))
 
 
-def own_conversation(index: int, media_root: Path) -> list[dict[str, Any]]:
-    """Sample ``index`` as the model's own chat template takes it: media items inline, then the text."""
+def own_conversation(index: int, media_root: Path, media: list[str] | tuple[str, ...] = ("image",),
+                     rate: int = 16000) -> list[dict[str, Any]]:
+    """Sample ``index`` of ``cases(media)`` as the model's own chat template takes it: media items inline (clips
+    read with librosa at the extractor's ``rate``, as every loader of the framework and transformers does), then
+    the text."""
     from PIL import Image
 
-    name, system, turns = SAMPLES[index]
+    name, system, turns = cases(media)[index]
     conversation = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
-    count = 0
-    for role, text, pictures in turns:
+    count, heard = 0, 0
+    for role, text, pictures, clips in turns:
         items = []
+        for _ in clips:
+            import librosa
+
+            wave = librosa.load(str(media_root / f"a{index}_{heard}.wav"), sr=rate)[0]
+            items.append({"type": "audio", "audio": wave})
+            heard += 1
         for _ in pictures:
             items.append({"type": "image", "image": Image.open(media_root / f"s{index}_{count}.png").convert("RGB")})
             count += 1
@@ -181,8 +217,10 @@ def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Pa
     for path in sample_files:
         try:
             one = {**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}}
-            if "videos" in json.loads(path.read_text())[0]:  # the YAML maps a videos column only for video data
-                one["attr"] = {**one.get("attr", {}), "videos": "videos"}
+            record = json.loads(path.read_text())[0]
+            for column in ("videos", "audios"):  # a YAML maps these columns only for such data
+                if column in record:
+                    one["attr"] = {**one.get("attr", {}), column: column}
             rows.append(dict(build_mm_dataset(one)[0]))
         except Exception as err:  # noqa: BLE001 - judged per sample, beside what the model's processor makes of it
             rows.append(err)
@@ -339,17 +377,24 @@ def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, an
     return "match", findings
 
 
-def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: bool) -> tuple[str, list[str]]:
-    """A text-only sample must still run the vision tower (a stand-in image), with the stand-in masked."""
-    if not takes_images:
+def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: bool,
+                    audio_keys: list[str] | None = None) -> tuple[str, list[str]]:
+    """A text-only sample must still run every tower (a stand-in image; a stand-in clip for a model that takes
+    audio: ``audio_keys``, its audio inputs), with the stand-ins masked."""
+    stand_ins = ([("image", ["pixel_values"])] if takes_images else []) + ([("clip", audio_keys)] if audio_keys else [])
+    if not stand_ins:
         return "match", []
-    if "pixel_values" not in batch:
-        return "mismatch", ["text only: the batch has no stand-in image: on FSDP a rank without images would skip "
-                            "the vision tower and hang the others"]
+    for what, keys in stand_ins:
+        if not all(key in batch for key in keys):
+            tower = "vision" if what == "image" else "audio"
+            return "mismatch", [f"text only: the batch has no stand-in {what}: on FSDP a rank without "
+                                f"{what}s would skip the {tower} tower and hang the others"]
     mask, labels = _rows(batch, "attention_mask")[0], _rows(batch, "labels")[0]
+    names = " and ".join(what for what, _ in stand_ins)
     if sum(1 for m in mask if m) != sample_length or any(lab != IGNORE for lab in labels[sample_length:]):
-        return "mismatch", ["text only: the stand-in image's tokens are attended to or trained"]
-    return "match", ["text only: a stand-in image is added, not attended to and not trained"]
+        return "mismatch", [f"text only: the stand-in {names}'s tokens are attended to or trained"]
+    return "match", [f"text only: a stand-in {names} {'is' if len(stand_ins) == 1 else 'are'} added, not attended "
+                     "to and not trained"]
 
 
 def environment_cause(err: BaseException, dest: Path | None = None) -> str:
@@ -413,6 +458,8 @@ def _processor_choice(model_dir: Path, trust: bool, processor: Any, use_fast: bo
     """Which image processor both sides use, and whether the model's default differs (pixels then may too)."""
     from transformers import AutoProcessor
 
+    if getattr(processor, "image_processor", None) is None:  # an audio-only processor: its clips, both sides
+        return f"processor {type(processor).__name__} on both sides"
     chosen = type(getattr(processor, "image_processor", processor)).__name__
     default = type(getattr(AutoProcessor.from_pretrained(str(model_dir), local_files_only=True,
                                                          trust_remote_code=trust), "image_processor", None)).__name__
@@ -437,10 +484,12 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
     refused = framework_import_error()
     if refused:
         return {"verdict": "error", "environment": refused, "details": [f"could not evaluate: {refused}"]}
+    media = spec.get("media") or ["image"]
+    rate = int((spec.get("sample_format") or {}).get("sampling_rate") or 16000)
     with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
         work = Path(tmp)
         video = bool(spec.get("video"))
-        files = write_samples(work, video)
+        files = write_samples(work, video, media)
         batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
         kind = (spec.get("sample_format") or {}).get("kind")
@@ -451,11 +500,11 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
                                                   use_fast=use_fast)  # as MindSpeed-MM's load_tokenizer does
         verdict, findings, names = "match", [_processor_choice(model_dir, trust, processor, use_fast)], []
-        for index, (name, _, turns) in enumerate(SAMPLES):
+        for index, (name, _, turns) in enumerate(cases(media)):
             names.append(name)
             ours = batches[index][1]
             try:
-                own = own_inputs(processor, [own_conversation(index, work)], spec.get("string_roles", []),
+                own = own_inputs(processor, [own_conversation(index, work, media, rate)], spec.get("string_roles", []),
                                  spec.get("sample_format"))
             except Exception as err:  # noqa: BLE001 - the model's own processor cannot take this sample either
                 if isinstance(ours, Exception):
@@ -466,7 +515,7 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
             if isinstance(ours, Exception):
                 payload = _could_not(name, ours)
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
-            answers = [text for role, text, _ in turns if role == "assistant"]
+            answers = [text for role, text, *_ in turns if role == "assistant"]
             verdict, notes = compare_sample(name, ours, own, processor.tokenizer, answers, spec.get("end_of_turn", ""),
                                             forward_keys, bool(spec.get("forward_kwargs")))
             findings += notes
@@ -491,7 +540,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
             if isinstance(batch, Exception):
                 payload = _could_not("text only", batch)
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
-            verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys)
+            verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys,
+                                             list((spec.get("sample_format") or {}).get("audio_keys") or []))
             findings += notes
     return {"verdict": verdict, "details": by_sample(findings), "samples": names}
 
@@ -499,7 +549,8 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
 def by_sample(findings: list[str]) -> list[str]:
     """One line per note that several samples share ("one image, video: also trains ..."), in first-seen order:
     the same note once per sample is noise a reviewer of MIGRATION.md would delete."""
-    samples = {name for name, _, _ in SAMPLES} | {VIDEO[0], "text only"}
+    samples = {name for name, _, _ in SAMPLES} | {name for name, _, _ in AUDIO_SAMPLES} | {
+        OMNI_SAMPLE[0], VIDEO[0], "text only"}
     groups: dict[str, list[str]] = {}
     for line in findings:
         name, colon, note = line.partition(": ")

@@ -46,9 +46,23 @@ def candidates(facts: dict[str, Any], model_id: str) -> list[Candidate]:
     found = [Candidate("a", template, collator) for template, collator in FAMILY_TEMPLATES.get(facts["model_type"], [])]
     chat = (facts.get("processor", {}).get("data_format") or {}).get("chat") or {}
     if chat and not chat.get("problems") and (facts["processor"]["data_format"].get("media") or not chat.get(
-            "image_item")):
+            "image_item")) and not audio_unexpressible(facts):
         found.append(Candidate("b", model_id, "qwen3vl"))
     return found
+
+
+def audio_unexpressible(facts: dict[str, Any]) -> str:
+    """Why a derived template cannot carry this model's audio ("" when it can, or the model takes none): the
+    template writes no fixed item per clip (Qwen2-Audio numbers them: ``Audio 1: ...``), so only the processor's
+    own chat template (branch c) writes the model's format."""
+    proc = facts.get("processor") or {}
+    if "audio" not in (proc.get("media") or []):
+        return ""
+    chat = (proc.get("data_format") or {}).get("chat") or {}
+    if chat.get("audio_item"):
+        return ""
+    note = next((n for n in chat.get("notes", []) if "audio" in n), "")
+    return note or "the chat template writes no item for an audio clip"
 
 
 class Verdict(Protocol):
@@ -139,6 +153,8 @@ def _why_not_slots(facts: dict[str, Any]) -> str:
         return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
     if data_format is None:
         return facts.get("processor", {}).get("error") or "the model has no chat template"
+    if why := audio_unexpressible(facts):
+        return why
     return "; ".join(data_format["chat"].get("problems") or []) or "its chat format is not slots"
 
 

@@ -68,6 +68,7 @@ class ChatFormat:
     no_lead_after: list[str] = field(default_factory=list)  # media kinds a user turn may start with, lead-free
     image_item: str | None = None
     video_item: str | None = None
+    audio_item: str | None = None
     history_lead: str = ""  # fixed text before past answers only (kept in the prompt side)
     whole_text: bool = False  # the tokenizer merges text across slot boundaries: tokenize a conversation at once
     string_roles: list[str] = field(default_factory=list)  # roles whose content the template wants as a string
@@ -79,7 +80,10 @@ class ChatFormat:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if data["audio_item"] is None:  # image models' frozen facts stay as they were before audio
+            del data["audio_item"]
+        return data
 
     # --- rendering with the slots (the derived side of the text comparison) ----------------------
 
@@ -117,7 +121,7 @@ class ChatFormat:
             if item["type"] == "text":
                 parts.append(item["text"])
             else:
-                parts.append(self.image_item if item["type"] == "image" else self.video_item)
+                parts.append(getattr(self, f"{item['type']}_item"))
         lead = "" if items and items[0]["type"] in self.no_lead_after else self.text_lead
         return lead + "".join(p or "" for p in parts)
 
@@ -185,7 +189,7 @@ def content_forms(render: Render) -> list[str]:
 
 
 def derive(render: Render, *, bos_token: str | None = None, special_tokens: list[str] | None = None,
-           media: tuple[str, ...] = ("image", "video")) -> ChatFormat:
+           media: tuple[str, ...] = ("image", "video", "audio")) -> ChatFormat:
     """Read the slots off the model's chat template; problems say why a format is not slots."""
     fmt = ChatFormat()
     try:
@@ -318,7 +322,7 @@ def _media(fmt: ChatFormat, s: _Sentinels, kind: str) -> None:
     Images are required for slots; a video format that does not fit is only noted (``video_item``
     stays None and the data path refuses videos), since most data is image-only.
     """
-    item = {"type": kind}
+    item = {"type": kind, "audio": ""} if kind == "audio" else {"type": kind}  # ``'audio' in item``: Qwen2-Audio
     try:
         media_first = s.text(("user", [item, *_text(U1)]), ("assistant", _text(A1)))
         twice = s.text(("user", [item, item, *_text(U1)]), ("assistant", _text(A1)))
@@ -354,7 +358,8 @@ def _media(fmt: ChatFormat, s: _Sentinels, kind: str) -> None:
     setattr(fmt, f"{kind}_item", written)
 
 
-def derive_for(owner: Any, tokenizer: Any = None, image_mark: str = "") -> ChatFormat | None:
+def derive_for(owner: Any, tokenizer: Any = None, image_mark: str = "",
+               media: tuple[str, ...] = ("image", "video")) -> ChatFormat | None:
     """``derive`` on a processor's (or its tokenizer's) own chat template; None when it has none.
 
     ``image_mark``: a template that reads string content writes no image item itself; the model's own
@@ -369,7 +374,7 @@ def derive_for(owner: Any, tokenizer: Any = None, image_mark: str = "") -> ChatF
     def render(messages: list[Message], generation: bool) -> str:
         return owner.apply_chat_template(messages, add_generation_prompt=generation, tokenize=False)
 
-    fmt = derive(render, bos_token=tokenizer.bos_token, special_tokens=special)
+    fmt = derive(render, bos_token=tokenizer.bos_token, special_tokens=special, media=media)
     if "user" in fmt.string_roles and fmt.expressible:
         if not image_mark:
             fmt.problems.append("the chat template reads string content only and the processor has no image mark "

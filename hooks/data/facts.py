@@ -56,8 +56,25 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
                               "image preprocessing and the chat format live in the model's own code")
             return facts
-        facts["unevaluated"] = True  # until the processor has made one image + text sample
-        out = one_image_call(proc, facts["sample_format"])
+        from hooks.data.audio import audio_facts, measure, takes_images
+        from hooks.data.records import one_audio_call
+
+        audio = audio_facts(proc, forward_params or [])
+        form = facts["sample_format"]
+        if audio is not None and form["kind"] == "chat":  # branch c hands clips to the processor itself
+            form.update(media=["image", "audio"] if takes_images(proc) else ["audio"],
+                        sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
+        facts["unevaluated"] = True  # until the processor has made one image (or clip) + text sample
+        if audio is not None:
+            facts["media"] = ["image", "audio"] if takes_images(proc) else ["audio"]  # absent: images only
+            facts["audio"] = audio.to_dict()  # facts of an audio model that failed on its clip say so
+            if form["kind"] != "chat":
+                audio.problems.append(f"branch c's {form['kind']!r} convention hands the processor no audio")
+            else:
+                measure(audio, one_audio_call(proc, form), forward_params or [])
+                form["audio_keys"] = audio.batch_keys
+            facts["audio"] = audio.to_dict()
+        out = one_image_call(proc, form) if audio is None or takes_images(proc) else one_audio_call(proc, form)
         del facts["unevaluated"]
         facts["output_keys"] = sorted(out.keys())
         facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len

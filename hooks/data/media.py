@@ -40,14 +40,17 @@ def media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str])
     """What the generated ``MediaFormat`` needs besides the chat format (see the module docstring)."""
     facts: dict[str, Any] = {"item_prefix": "", "token_types": {}, "video_item": chat.get("video_item"),
                              "batch_keys": []}
+    if chat.get("audio_item"):
+        audio_media_facts(processor, chat, forward_params, facts)
     item, bos = chat.get("image_item"), getattr(processor.tokenizer, "bos_token", None)
     if not item:
+        facts["video_item"] = None
         return facts
     media = runtime()
     if bos and bos not in item and bos in media.expand(processor, item, image=sample_image()):
         facts["item_prefix"] = bos
     out = media._call(processor, [facts["item_prefix"] + item], [[sample_image()]], None)
-    facts["batch_keys"] = sorted(set(out) & set(forward_params) - set(media.TEXT_KEYS))
+    facts["batch_keys"] = sorted(set(facts["batch_keys"]) | (set(out) & set(forward_params) - set(media.TEXT_KEYS)))
     if "token_type_ids" in out:
         pairs = zip(out["input_ids"][0].tolist(), out["token_type_ids"][0].tolist(), strict=True)
         facts["token_types"] = {str(token): kind for token, kind in pairs if kind}
@@ -63,6 +66,20 @@ def media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str])
     return facts
 
 
+def audio_media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str], facts: dict[str, Any]) -> None:
+    """The template's audio item, the keyword and rate the processor takes clips by, and the audio inputs it
+    returns that ``forward`` takes, into ``facts`` (branch b's ``MediaFormat``): one clip, called as the plugin
+    calls it."""
+    from hooks.data.audio import audio_kwarg, extractor_of, sample_clip
+
+    media = runtime()
+    _, extractor = extractor_of(processor)
+    facts.update(audio_item=chat["audio_item"], audio_kwarg=audio_kwarg(processor) or "audio",
+                 sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000))
+    out = media._call(processor, [chat["audio_item"]], None, None, [[sample_clip()]], media_format(chat, facts))
+    facts["batch_keys"] = sorted(set(facts["batch_keys"]) | (set(out) & set(forward_params) - set(media.TEXT_KEYS)))
+
+
 def sample_video(frames: int = 4, fps: float = 2.0) -> Any:
     """A short clip as the data path hands it to the processor: decoded frames and their rate."""
     return runtime().Clip([sample_image(color=(40 * i, 30, 200 - 40 * i)) for i in range(frames)], fps)
@@ -70,10 +87,12 @@ def sample_video(frames: int = 4, fps: float = 2.0) -> Any:
 
 def media_format(chat: dict[str, Any], media: dict[str, Any]) -> Any:
     """The runtime ``MediaFormat`` from frozen facts (what the generated plugin builds from its constants)."""
+    audio = {key: media[key] for key in ("audio_item", "audio_kwarg", "sampling_rate") if media.get(key)}
     return runtime().MediaFormat(
         image_item=chat["image_item"], video_item=media["video_item"], item_prefix=media["item_prefix"],
         text_lead=chat["text_lead"], no_lead_after=tuple(f"<{kind}>" for kind in chat["no_lead_after"]),
-        batch_keys=frozenset(media["batch_keys"]), token_types={int(k): v for k, v in media["token_types"].items()})
+        batch_keys=frozenset(media["batch_keys"]), token_types={int(k): v for k, v in media["token_types"].items()},
+        **audio)
 
 
 def runtime_source() -> str:
@@ -90,18 +109,24 @@ def data_format(processor: Any, forward_params: list[str], form: dict[str, Any] 
 
     form = form if (form or {}).get("kind") == "chat" else {}
     owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
-    chat = derive_for(owner, processor.tokenizer, form.get("image_mark", ""))
+    from hooks.data.audio import extractor_of
+
+    media = ("image", "video", "audio") if extractor_of(processor)[1] is not None else ("image", "video")
+    chat = derive_for(owner, processor.tokenizer, form.get("image_mark", ""), media)
     if chat is None:
         return None
     chat.bos_from_tokenizer = bos_from_tokenizer(processor, form, chat.string_roles)
     chat.whole_text = chat.expressible and slots_tokenize_apart(chat, processor.tokenizer)
     facts: dict[str, Any] = {"chat": chat.to_dict(), "media": None}
-    if chat.image_item and chat.expressible:
+    if (chat.image_item or chat.audio_item) and chat.expressible:
         try:
             facts["media"] = media_facts(processor, facts["chat"], forward_params)
-            problem = expansion_problem(processor, facts["chat"], facts["media"], form=form)
+            problem = (expansion_problem(processor, facts["chat"], facts["media"], form=form) if chat.image_item
+                       else "") or (audio_expansion_problem(processor, facts["chat"], facts["media"], form)
+                                    if chat.audio_item else "")
         except Exception as err:  # noqa: BLE001 - the processor cannot expand its own item: branch b cannot either
-            problem = (f"the processor does not expand the template's image item {chat.image_item!r} "
+            kind, item = ("image", chat.image_item) if chat.image_item else ("audio", chat.audio_item)
+            problem = (f"the processor does not expand the template's {kind} item {item!r} "
                        f"({type(err).__name__}: {err})")
         if problem:
             facts["chat"]["problems"].append(problem)
@@ -143,7 +168,7 @@ def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string
     form = form or {}
     owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
     mark = form.get("image_mark", "")
-    texts, images, videos = [], [], []  # videos: runtime ``Clip``s (frames and their rate)
+    texts, images, videos, audios = [], [], [], []  # videos: runtime ``Clip``s (frames and their rate)
     for conversation in conversations:
         rendered, sample_images, sample_videos = [], [], []
         for message in conversation:
@@ -155,18 +180,22 @@ def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string
             elif text_only:
                 content = "".join(i["text"] for i in items)
             else:
-                content = [{"type": i["type"], **({"text": i["text"]} if i["type"] == "text" else {})} for i in items]
+                content = [{"type": i["type"], **({"text": i["text"]} if i["type"] == "text" else {"audio": ""}
+                                                  if i["type"] == "audio" else {})} for i in items]
             sample_images += [i["image"] for i in items if i["type"] == "image"]
             sample_videos += [i["video"] for i in items if i["type"] == "video"]
+            audios += [i["audio"] for i in items if i["type"] == "audio"]  # a flat list: processors take clips so
             rendered.append({"role": message["role"], "content": content})
         texts.append(owner.apply_chat_template(rendered, tokenize=False))
         images.append(sample_images)
         videos.append(sample_videos)
+    clips = {form.get("audio_kwarg") or "audio": audios, **({"sampling_rate": form["sampling_rate"]} if form.get(
+        "sampling_rate") else {})} if audios else {}
     if form.get("one_text"):  # the processor takes one string and the images, as its model card calls it
-        return processor(texts[0], images[0] or None, return_tensors="pt")
+        return processor(texts[0], images[0] or None, return_tensors="pt", **clips)
     bos = processor.tokenizer.bos_token
     kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True,
-                              "add_special_tokens": not (bos and texts[0].startswith(bos))}
+                              "add_special_tokens": not (bos and texts[0].startswith(bos)), **clips}
     if any(images):
         kwargs["images"] = images
     if any(videos):
@@ -197,6 +226,33 @@ def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any
         return ""
     at = first_difference(ids, own)
     return (f"the processor's expansion of an image depends on where it stands in the conversation (first "
+            f"difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs {tokenizer.decode(own[at:at + 3])!r})")
+
+
+def audio_expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any],
+                            form: dict[str, Any] | None = None) -> str:
+    """Why the data path's text for one audio-first turn (clips expanded in place by ``processor_media``) does not
+    tokenize to the processor's own ids ("" if it does): two clips of different lengths."""
+    from hooks.data.chat_format import ChatFormat
+    from hooks.data.sample import demo_audio
+
+    fmt, clips = ChatFormat(**chat), [demo_audio(0)[0], demo_audio(1, seconds=2.5)[0]]
+    data = [{"role": "user", "content": "<audio>" * len(clips) + "Describe."}, {"role": "assistant", "content": "Low."}]
+    expanded = runtime().expand_messages(data, processor, [], [], media_format(chat, media), clips)
+    text = fmt.render_contents(None, [m["content"] for m in expanded])
+    tokenizer = processor.tokenizer
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = [tokenizer.bos_token_id, *ids] if fmt.bos_from_tokenizer else ids
+    turns = [{"role": "user", "content": [*({"type": "audio", "audio": c} for c in clips),
+                                          {"type": "text", "text": "Describe."}]},
+             {"role": "assistant", "content": [{"type": "text", "text": "Low."}]}]
+    own = own_inputs(processor, [turns], fmt.string_roles, {**(form or {}), "audio_kwarg": media["audio_kwarg"],
+                                                            "sampling_rate": media["sampling_rate"]})
+    own = own["input_ids"][0].tolist()
+    if ids == own:
+        return ""
+    at = first_difference(ids, own)
+    return (f"the processor's expansion of a clip depends on where it stands in the conversation (first "
             f"difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs {tokenizer.decode(own[at:at + 3])!r})")
 
 

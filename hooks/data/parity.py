@@ -91,6 +91,7 @@ def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
             "end_of_turn": chat.get("end_of_turn") or chat.get("assistant_post", "").strip()
             or form.get("end_of_turn", ""), "sample_format": form,
             "string_roles": chat.get("string_roles", []), "trust_remote_code": trust_remote_code,
+            "media": facts.get("processor", {}).get("media") or ["image"],
             "video": bool(((facts.get("processor", {}).get("data_format") or {}).get("media") or {}).get("video_item"))}
 
 

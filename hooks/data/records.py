@@ -108,11 +108,31 @@ def one_image_call(processor: Any, fmt: dict[str, Any]) -> Any:
     return processor(text=[text], images=[image], return_tensors="pt")
 
 
+def one_audio_call(processor: Any, fmt: dict[str, Any]) -> Any:
+    """The processor's output for the demo clip and a short user turn (chat convention), called as branch c's
+    dataset plugin calls it: the template renders a typed audio item, the processor expands it for the clip."""
+    from hooks.data.audio import sample_clip
+
+    rt = runtime()
+    form = rt.SampleFormat(**{"kind": "chat", **fmt})
+    typed = [{"role": "user", "content": [rt.audio_item(), {"type": "text", "text": "Describe it."}]}]
+    text = rt.template_owner(processor, form).apply_chat_template(
+        rt.as_template_reads(typed, (), form.image_mark), add_generation_prompt=True, tokenize=False)
+    return rt.call(processor, text, [], form.one_text, [sample_clip()], form.audio_kwarg or "audio", form.sampling_rate)
+
+
 def _expands(processor: Any, fmt: dict[str, Any], typed: bool = False) -> bool:
     """Whether the one-image call works in ``fmt``; with a written mark, also whether the image became more
     tokens than the text alone has (a mark the processor does not know stays text)."""
+    from hooks.data.audio import audio_kwarg, extractor_of, takes_images
+
     try:
-        ids = one_image_call(processor, {"kind": "chat", **fmt})["input_ids"]
+        if takes_images(processor) or extractor_of(processor)[1] is None:
+            ids = one_image_call(processor, {"kind": "chat", **fmt})["input_ids"]
+        else:  # an audio-only chat model (Qwen2-Audio): its form is the one that takes a clip
+            rate = int(getattr(extractor_of(processor)[1], "sampling_rate", 0) or 0)
+            ids = one_audio_call(processor, {**fmt, "audio_kwarg": audio_kwarg(processor), "sampling_rate": rate}
+                                 )["input_ids"]
     except Exception:  # noqa: BLE001 - could not evaluate this form: another may work
         return False
     if typed:

@@ -40,6 +40,27 @@ def _demo_image(i: int) -> tuple[Any, str]:
     return img, answer
 
 
+def _media_sample(dest: Path, i: int, seed: int, takes: tuple[str, ...]) -> dict[str, Any]:
+    """Sample ``i`` with the media ``takes`` names: an image (as before audio), a clip, or both."""
+    if takes == ("image",):
+        img, answer = _demo_image(i + seed)
+        rel = f"images/img_{i}.png"
+        img.save(dest / rel, format="PNG")
+        return _demo_sample(i, rel, answer)
+    wave, heard = demo_audio(i + seed)
+    rel = f"audios/tone_{i}.wav"
+    write_wav(dest / rel, wave)
+    sample = {"messages": [{"role": "user", "content": f"<audio>{_AUDIO_QUESTIONS[i % len(_AUDIO_QUESTIONS)]}"},
+                           {"role": "assistant", "content": heard}], "audios": [rel], "images": []}
+    if "image" in takes:
+        img, seen = _demo_image(i + seed)
+        sample["images"] = [f"images/img_{i}.png"]
+        img.save(dest / sample["images"][0], format="PNG")
+        sample["messages"] = [{"role": "user", "content": "<audio><image>Describe what you hear and see."},
+                              {"role": "assistant", "content": f"{heard} {seen}"}]
+    return sample
+
+
 def _demo_sample(i: int, image_rel: str, answer: str) -> dict[str, Any]:
     """One sample in MindSpeed-MM's ``huggingface`` dataset format."""
     question = _DEMO_QUESTIONS[i % len(_DEMO_QUESTIONS)]
@@ -52,21 +73,43 @@ def _demo_sample(i: int, image_rel: str, answer: str) -> dict[str, Any]:
     }
 
 
-def build_demo_dataset(dest: Path, *, samples: int = 8, seed: int = 0) -> Path:
-    """Write ``dest/images/img_{i}.png`` and ``dest/data.json``; return the JSON path.
+_AUDIO_QUESTIONS = (
+    "What do you hear?",
+    "Which pitch is this sound?",
+    "Describe the sound in a few words.",
+)
 
-    Images are drawn deterministically (``seed`` rotates the colour assignment) so
-    reruns produce byte-identical files; answers differ per sample so the labels
-    carry a real training signal.
+
+def demo_media(media: tuple[str, ...] | list[str]) -> str:
+    """What ``build_demo_dataset`` writes for a model that takes ``media``, in words (the smoke's data note)."""
+    if "audio" not in media:
+        return "8 image/chat pairs (64x64 images)"
+    if "image" not in media:
+        return "8 audio/chat pairs (1.5 s tones, 16 kHz WAV)"
+    return "8 chats with an image, a clip or both (64x64 images, 1.5 s tones)"
+
+
+def build_demo_dataset(dest: Path, *, samples: int = 8, seed: int = 0,
+                       media: tuple[str, ...] | list[str] = ("image",)) -> Path:
+    """Write ``dest/images/img_{i}.png`` (and ``dest/audios/tone_{i}.wav``) and ``dest/data.json``; return the
+    JSON path.
+
+    Images are drawn and tones synthesised deterministically (``seed`` rotates the assignment) so reruns
+    produce byte-identical files; answers differ per sample so the labels carry a real training signal. For a
+    model that takes audio (``media``) every sample has a clip, for one that takes both, every third sample is
+    an image alone, a clip alone, or both (and the answer names both).
     """
     dest = Path(dest)
     (dest / "images").mkdir(parents=True, exist_ok=True)
+    if "audio" in media:
+        (dest / "audios").mkdir(parents=True, exist_ok=True)
     data = []
     for i in range(samples):
-        img, answer = _demo_image(i + seed)
-        rel = f"images/img_{i}.png"
-        img.save(dest / rel, format="PNG")
-        data.append(_demo_sample(i, rel, answer))
+        takes = ("image",) if "audio" not in media else ("audio",) if "image" not in media else (
+            ("image",), ("audio",), ("audio", "image"))[i % 3]
+        data.append(_media_sample(dest, i, seed, takes))
+        if "audio" in media:  # every record with both columns: the framework's dataset reads one schema
+            data[-1].setdefault("audios", [])
     out = dest / "data.json"
     out.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     return out

@@ -70,11 +70,12 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
         media_root = Path(os.path.expanduser(answers.get("media_root") or str(data_json.parent))).resolve()
         data_note = f"{data_json} (media root {media_root})"
     else:
-        from hooks.data.sample import build_demo_dataset
+        from hooks.data.sample import build_demo_dataset, demo_media
 
-        data_json = build_demo_dataset(work / "data")
+        media = (answers.get("model_facts", {}).get("processor") or {}).get("media") or ["image"]
+        data_json = build_demo_dataset(work / "data", media=media)
         media_root = data_json.parent
-        data_note = "generated sample: 8 image/chat pairs (64x64 images)"
+        data_note = f"generated sample: {demo_media(media)}"
     return SmokeInputs(model_dir, model_note, data_json, media_root, data_note, work)
 
 

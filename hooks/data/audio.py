@@ -1,0 +1,106 @@
+"""Audio facts, read off the model's own processor: what the data path needs to hand a clip to the model.
+
+MindSpeed-MM's records carry audio as ``audios`` (file paths) and ``<audio>`` in the text; its mm_plugin
+loads each file with librosa at ``audio_sampling_rate`` and hands the arrays to the processor's feature
+extractor. Everything model-specific is the processor's: which attribute holds the extractor
+(``feature_extractor``; Phi-4-multimodal and Granite Speech call it ``audio_processor``), the rate it
+expects, the keyword its ``__call__`` takes clips by (``audio``), the token it expands per clip and the
+inputs it returns (``input_features`` + ``feature_attention_mask`` for Qwen2-Audio and the Qwen-Omni
+thinkers, ``audio_input_features`` for Phi-4-multimodal, ``input_features_mask`` for Gemma 3n). They are
+read here once, on a real clip, and frozen with the processor facts (``AudioFacts``), so that the
+templates and the checks never guess them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from hooks.model.modality import input_medium
+
+EXTRACTOR_ATTRIBUTES = ("feature_extractor", "audio_processor")
+AUDIO_KWARGS = ("audio", "audios")
+
+
+@dataclass
+class AudioFacts:
+    """How the model's processor takes audio (frozen in ``ModelFacts.processor["audio"]``)."""
+
+    extractor: str  # the feature extractor's class (WhisperFeatureExtractor, Gemma3nAudioFeatureExtractor, ...)
+    attribute: str  # the processor attribute that holds it: feature_extractor or audio_processor
+    sampling_rate: int  # what the extractor expects: the YAML's audio_sampling_rate, the loader's target rate
+    kwarg: str  # the keyword the processor's __call__ takes clips by
+    token: str | None  # the processor's audio token (what it expands per clip), None when it has none
+    output_keys: list[str] = field(default_factory=list)  # what the processor returns for one clip and a text
+    batch_keys: list[str] = field(default_factory=list)  # of those, the audio inputs forward takes
+    one_audio_tokens: int = 0  # tokens of one demo clip (1.5 s) and a short turn: sizes cutoff_len with images
+    problems: list[str] = field(default_factory=list)  # why the data path cannot hand this model audio
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> AudioFacts | None:
+        if not data:
+            return None
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def extractor_of(processor: Any) -> tuple[str, Any] | tuple[None, None]:
+    """(attribute, feature extractor) of ``processor``, or (None, None) when it takes no audio."""
+    from transformers.feature_extraction_utils import FeatureExtractionMixin
+
+    for name in EXTRACTOR_ATTRIBUTES:
+        value = getattr(processor, name, None)
+        if isinstance(value, FeatureExtractionMixin):
+            return name, value
+    return None, None
+
+
+def takes_images(processor: Any) -> bool:
+    """Whether the processor has an image processor (an audio-only chat model has none)."""
+    return getattr(processor, "image_processor", None) is not None
+
+
+def audio_kwarg(processor: Any) -> str:
+    """The keyword of the processor's ``__call__`` for clips (``audio``), "" when it names none."""
+    try:
+        params = inspect.signature(type(processor).__call__).parameters
+    except (TypeError, ValueError):
+        return ""
+    return next((name for name in AUDIO_KWARGS if name in params), "")
+
+
+def sample_clip() -> Any:
+    """The demo data's first clip (1.5 s at 16 kHz): what the facts are measured on."""
+    from hooks.data.sample import demo_audio
+
+    return demo_audio(0)[0]
+
+
+def audio_facts(processor: Any, forward_params: list[str]) -> AudioFacts | None:
+    """The processor's audio facts, or None when it has no feature extractor (the model takes no audio)."""
+    attribute, extractor = extractor_of(processor)
+    if extractor is None:
+        return None
+    facts = AudioFacts(extractor=type(extractor).__name__, attribute=attribute,
+                       sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
+                       kwarg=audio_kwarg(processor), token=getattr(processor, "audio_token", None))
+    if not facts.kwarg:
+        facts.problems.append(f"{type(processor).__name__}.__call__ takes no audio keyword "
+                              f"({', '.join(AUDIO_KWARGS)}): clips reach the model only through its own chat template")
+    if not any(input_medium(p) == "audio" for p in forward_params):
+        facts.problems.append("forward takes no audio input: the processor's audio would not reach the model")
+    return facts
+
+
+def measure(facts: AudioFacts, out: Any, forward_params: list[str]) -> None:
+    """Record what one clip's processor call returned (``out``) into ``facts``."""
+    facts.output_keys = sorted(out.keys())
+    facts.batch_keys = sorted(k for k in out.keys() if k in forward_params and input_medium(k) == "audio")
+    facts.one_audio_tokens = int(out["input_ids"].shape[-1])
+    if not facts.batch_keys:
+        facts.problems.append(f"the processor returns no audio input that forward takes for a clip (it returns "
+                              f"{facts.output_keys}; forward takes {[p for p in forward_params if input_medium(p)]})")
