@@ -96,6 +96,15 @@ def audio_facts(processor: Any, forward_params: list[str]) -> AudioFacts | None:
     return facts
 
 
+def with_audio(form: dict[str, Any], processor: Any, audio: AudioFacts | None) -> dict[str, Any]:
+    """Branch c's sample format (``hooks.data.records.sample_format``) with the processor's media, and the rate
+    and keyword its clips go by: only the chat convention hands clips to the processor itself."""
+    if audio is not None and form["kind"] == "chat":
+        form.update(media=["image", "audio"] if takes_images(processor) else ["audio"],
+                    sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
+    return form
+
+
 def measure(facts: AudioFacts, out: Any, forward_params: list[str]) -> None:
     """Record what one clip's processor call returned (``out``) into ``facts``."""
     facts.output_keys = sorted(out.keys())
@@ -104,3 +113,39 @@ def measure(facts: AudioFacts, out: Any, forward_params: list[str]) -> None:
     if not facts.batch_keys:
         facts.problems.append(f"the processor returns no audio input that forward takes for a clip (it returns "
                               f"{facts.output_keys}; forward takes {[p for p in forward_params if input_medium(p)]})")
+
+
+def media_taken(facts: dict[str, Any]) -> list[str]:
+    """The media the model's processor takes, from the frozen facts (absent: images, as before audio)."""
+    return list((facts.get("processor") or {}).get("media") or ["image"])
+
+
+def untaken_media_error(records: list[dict[str, Any]], facts: dict[str, Any], field: str = "data_json",
+                        audios_of: Any = None, images_of: Any = None, texts_of: Any = None) -> str:
+    """Why the records hold a medium the model takes none of ("" when they don't): a clip (or ``<audio>``) for an
+    image-only model would be trained as the placeholder's text, an image for an audio-only model would fail the
+    processor. ``*_of``: how a record names its clips, images and texts (default: the huggingface shape)."""
+    taken = media_taken(facts)
+    audios_of = audios_of or (lambda r: _listed(r.get("audios")))
+    images_of = images_of or (lambda r: _listed(r.get("images")))
+    texts_of = texts_of or (lambda r: [str(m.get("content", "")) for m in r.get("messages") or []
+                                       if isinstance(m, dict)])
+    for index, record in enumerate(records, 1):
+        try:
+            texts = texts_of(record)
+            found = {"audio": len(audios_of(record)) + sum(t.count("<audio>") for t in texts),
+                     "image": len(images_of(record)) + sum(t.count("<image>") for t in texts)}
+        except (KeyError, TypeError, AttributeError):
+            return ""  # a mapping problem: data_fields' own check says why
+        for medium, count in found.items():
+            if count and medium not in taken:
+                what, part = (("audio clips or <audio>", "feature extractor") if medium == "audio" else
+                              ("images or <image>", "image processor"))
+                return (f"{field}: record {index} has {what}, but {facts.get('architecture', 'the model')} takes "
+                        f"no {medium} (its processor has no {part}): it would train on the placeholder's text; drop "
+                        f"the {medium} from the data or migrate a model that takes it")
+    return ""
+
+
+def _listed(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else list(value or [])

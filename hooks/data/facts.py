@@ -56,14 +56,11 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
                               "image preprocessing and the chat format live in the model's own code")
             return facts
-        from hooks.data.audio import audio_facts, measure, takes_images
+        from hooks.data.audio import audio_facts, measure, takes_images, with_audio
         from hooks.data.records import one_audio_call
 
         audio = audio_facts(proc, forward_params or [])
-        form = facts["sample_format"]
-        if audio is not None and form["kind"] == "chat":  # branch c hands clips to the processor itself
-            form.update(media=["image", "audio"] if takes_images(proc) else ["audio"],
-                        sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
+        form = with_audio(facts["sample_format"], proc, audio)
         facts["unevaluated"] = True  # until the processor has made one image (or clip) + text sample
         if audio is not None:
             facts["media"] = ["image", "audio"] if takes_images(proc) else ["audio"]  # absent: images only

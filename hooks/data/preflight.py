@@ -205,19 +205,21 @@ def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fiel
     ensure_torchvision()
     from transformers import AutoProcessor
 
+    from hooks.data.audio import audio_facts, with_audio
     from hooks.data.records import runtime, sample_format
 
     processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     if not hasattr(processor, "tokenizer"):
         return ""
     data = runtime()
-    fmt = data.SampleFormat(**sample_format(processor))
+    fmt = data.SampleFormat(**with_audio(sample_format(processor), processor, audio_facts(processor, [])))
     mapping = data.FieldMap(**fields)
     root = media_root or data_json.parent
     for index, record in enumerate(read_records(data_json)[:LENGTH_RECORDS], 1):
-        images = data.load_images(mapping.images_of(record), root)
         try:
-            sample = data.build_sample(processor, fmt, mapping.turns(record), images, 1 << 30)
+            images = data.load_images(mapping.images_of(record), root)
+            audios = data.load_audios(mapping.audios_of(record), root, fmt.sampling_rate)
+            sample = data.build_sample(processor, fmt, mapping.turns(record), images, 1 << 30, audios)
         except Exception:  # noqa: BLE001 - a sample the processor cannot build is the smoke's to report
             continue
         length = int(sample["input_ids"].shape[-1])

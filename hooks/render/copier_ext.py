@@ -203,9 +203,26 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "", model_p
     problem = check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
     if problem:
         return problem
+    mapping = runtime().FieldMap(**parse_fields(str(data_fields or "")))
     return (media_error(str(data_json or ""), str(media_root or ""),
-                        runtime().FieldMap(**parse_fields(str(data_fields or ""))).images_of)
+                        lambda r: [*mapping.images_of(r), *mapping.audios_of(r)])
+            or _untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
+                        lambda r: [text for _, text in mapping.turns(r)])
             or length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
+
+
+def _untaken(data_json: str, model_facts: object, *of: Callable[..., list]) -> str:
+    """A medium the records hold and the model takes none of (``hooks.data.audio.untaken_media_error``)."""
+    from hooks.data.audio import untaken_media_error
+    from hooks.data.preflight import CHECKED_RECORDS, DataError, read_records
+
+    if not str(data_json or "").strip() or not isinstance(model_facts, dict):
+        return ""
+    try:
+        records = read_records(Path(os.path.expanduser(str(data_json))))[:CHECKED_RECORDS]
+    except (DataError, OSError):
+        return ""  # data_json's own check says why
+    return untaken_media_error(records, model_facts, "data_json", *of)
 
 
 def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
@@ -216,7 +233,7 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
 
     if data_branch == "c":
         return check("", str(media_root or ""))  # the folder only
-    return (check(str(data_json or ""), str(media_root or ""))
+    return (check(str(data_json or ""), str(media_root or "")) or _untaken(data_json, model_facts)
             or length_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
 
 

@@ -109,6 +109,11 @@ def branch_error(data_branch: str, model_facts: object) -> str:
     if str(data_branch) != "b":
         return ""
     chat = ((model_facts.get("processor") or {}).get("data_format") or {}).get("chat") or {}
+    from hooks.data.candidates import audio_unexpressible
+
+    if chat and not chat.get("problems") and (unheard := audio_unexpressible(model_facts)):
+        return (f"data_branch: b derives a template from the model's chat template, which cannot carry the model's "
+                f"audio ({unheard}); answer c (a dataset plugin on the model's own processor)")
     if chat and not chat.get("problems"):
         return ""
     why = "; ".join(chat.get("problems") or []) or "the model's processor has no chat template"
