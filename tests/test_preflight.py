@@ -88,6 +88,17 @@ def _write(root: Path, name: str, text: str) -> str:
     return str(root / name)
 
 
+def _undecodable(root: Path, name: str) -> str:
+    """Random bytes under a media file's name: neither PIL, PyAV nor libsndfile reads them."""
+    (root / name).write_bytes(bytes(range(256)) * 16)
+    return name
+
+
+def _video_record(video: str) -> dict:
+    return {"messages": [{"role": "user", "content": "<video>What happens?"},
+                         {"role": "assistant", "content": "Nothing."}], "videos": [video]}
+
+
 def _asking(root: Path, prompt: str) -> str:
     """A data file of one record with one image whose user turn is ``prompt``."""
     record = {**_record(_image(root)), "messages": [{"role": "user", "content": prompt},
@@ -114,6 +125,15 @@ DATA_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
                                               lambda r: {"data_json": _asking(r, "<image><image>Same?")}),
     "<video> placeholder without a video": ("data_json", "1 <video> placeholder(s) in its messages but 0 video(s)",
                                            lambda r: {"data_json": _asking(r, "<image><video>Same?")}),
+    "video does not decode": ("data_json", "bad.mp4 does not decode as a video", lambda r: {
+        "data_json": _write(r, "v.json", json.dumps([_video_record(_undecodable(r, "bad.mp4"))]))}),
+    "no record with an answer": ("data_json", "has a non-empty answer to train on", lambda r: {
+        "data_json": _write(r, "n.json", json.dumps([{**_record(_image(r)), "messages": [
+            {"role": "user", "content": "<image>What color?"}, {"role": "assistant", "content": "  "}]}] * 2))}),
+    "data_fields: no record with an answer": ("data_json", "has a non-empty answer to train on", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", "\n".join(
+            json.dumps({"img": _image(r), "q": "x", "a": ""}) for _ in range(2))),
+        "data_fields": json.dumps({"images": "img", "prompt": "q", "response": "a"})}),
     "image outside media_root": ("media_root", "outside", lambda r: {
         "data_json": _write(r, "o.json", json.dumps([_record(f"../{r.name}/{_image(r)}")])),
         "media_root": r / "media"} if (r / "media").mkdir(exist_ok=True) is None else {}),
@@ -156,6 +176,59 @@ def test_bad_data_answer_stops_before_rendering(case: str, checkout: Path, tiny_
            data_evidence=_evidence(branch), **answers)
 
 
+# --- audio data (the tiny Qwen2-Audio's facts given) -------------------------------------------------
+
+AUDIO_ARCH = "qwen2_audio"
+
+
+@pytest.fixture(scope="module")
+def audio_facts(tiny_models) -> str:
+    from hooks.probe import probe
+
+    return probe(tiny_models(AUDIO_ARCH)).to_json(with_timings=False)
+
+
+def _wav(root: Path, name: str = "tone.wav", samples: int | None = None) -> str:
+    from hooks.data.sample import demo_audio, write_wav
+
+    write_wav(root / name, demo_audio(0)[0][:samples])
+    return name
+
+
+def _heard(audios: list[str], prompt: str = "<audio>Which tone?") -> dict:
+    return {"messages": [{"role": "user", "content": prompt}, {"role": "assistant", "content": "A low tone."}],
+            "audios": audios}
+
+
+AUDIO_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
+    "audio does not decode": ("data_json", "noise.wav does not decode as audio", lambda r: {
+        "data_json": _write(r, "a.json", json.dumps([_heard([_wav(r)]), _heard([_undecodable(r, "noise.wav")])]))}),
+    "audio without samples": ("data_json", "silent.wav does not decode as audio (it holds no samples)", lambda r: {
+        "data_json": _write(r, "a.json", json.dumps([_heard([_wav(r, "silent.wav", samples=0)])]))}),
+    "audio missing": ("data_json", "names gone.wav in 'audios', but", lambda r: {
+        "data_json": _write(r, "a.json", json.dumps([_heard(["gone.wav"])]))}),
+    "more <audio> placeholders than audios": (
+        "data_json", "has 2 <audio> placeholder(s) in its messages but 1 audio(s)",
+        lambda r: {"data_json": _write(r, "a.json", json.dumps([_heard([_wav(r)], "<audio><audio>Same tone?")]))}),
+    "data_fields audio does not decode": ("data_json", "noise.wav does not decode as audio", lambda r: {
+        "data_branch": "c", "data_json": _write(r, "c.jsonl", json.dumps(
+            {"clip": _undecodable(r, "noise.wav"), "q": "<audio>Which tone?", "a": "A low tone."})),
+        "data_fields": json.dumps({"audios": "clip", "prompt": "q", "response": "a"})}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(AUDIO_CASES))
+def test_bad_audio_data_stops_before_rendering(case: str, checkout: Path, tiny_models, audio_facts: str,
+                                               tmp_path: Path) -> None:
+    """Audio files are checked as images are: named files exist, decode (soundfile, else librosa: samples, all
+    finite), and ``<audio>`` placeholders match the ``audios`` list (branches a, b)."""
+    field, words, make = AUDIO_CASES[case]
+    answers = make(tmp_path)
+    branch = str(answers.get("data_branch", "a"))
+    _stops(checkout, field, words, model_id="pre", model_path=tiny_models(AUDIO_ARCH), model_facts=audio_facts,
+           data_evidence=_evidence(branch), **answers)
+
+
 # --- the model folder and the interpreter (the real probe) -------------------------------------------
 
 
@@ -170,6 +243,33 @@ def _config(folder: Path, **changes: object) -> None:
     data = json.loads((folder / "config.json").read_text())
     data.update(changes)
     (folder / "config.json").write_text(json.dumps({k: v for k, v in data.items() if v is not None}))
+
+
+def _cut_weights(folder: Path) -> None:
+    """The safetensors file of an interrupted download: its header whole, half of its tensors' bytes."""
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+
+
+def _corrupt_header(folder: Path) -> None:
+    """Bytes of the JSON header overwritten with bytes no UTF-8 text holds (the file's length unchanged)."""
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[40:48] = b"\xff" * 8
+    weights.write_bytes(bytes(data))
+
+
+def _index_naming_a_missing_shard(folder: Path) -> None:
+    """An index that lists a second shard the folder lacks (one file of a sharded download missing)."""
+    from safetensors import safe_open
+
+    with safe_open(str(folder / "model.safetensors"), "np") as weights:
+        names = sorted(weights.keys())
+    weight_map = {name: "model-00001-of-00002.safetensors" for name in names[: len(names) // 2]}
+    weight_map.update({name: "model-00002-of-00002.safetensors" for name in names[len(names) // 2:]})
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00002.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
 
 
 def _florence2(folder: Path) -> None:
@@ -206,6 +306,13 @@ MODEL_CASES: dict[str, tuple[str, str, Callable[..., dict]]] = {
                                   lambda t, m: {"model_path": t(ARCH), "python": _no_torch_python(m)}),
     "interpreter missing": ("python", "cannot run", lambda t, m: {"model_path": t(ARCH), "python": m / "nopython"}),
     "model_id not an identifier": ("model_id", "identifier", lambda t, m: {"model_path": t(ARCH), "model_id": "q-2"}),
+    "weights truncated": ("model_path", "model.safetensors does not deserialise (the tensors' data is", lambda t, m: {
+        "model_path": _folder(t, m, _cut_weights)}),
+    "weights header corrupt": ("model_path", "model.safetensors does not deserialise (the header is not UTF-8 JSON",
+                               lambda t, m: {"model_path": _folder(t, m, _corrupt_header)}),
+    "weights index naming a missing shard": ("model_path", "names the shard model-00002-of-00002.safetensors, which "
+                                             "is not in", lambda t, m: {
+                                                 "model_path": _folder(t, m, _index_naming_a_missing_shard)}),
     "florence2 not covered": ("model_path", "model_type 'florence2' is not covered: a captioning or encoder-decoder",
                               lambda t, m: {"model_path": _folder(t, m, _florence2)}),
 }
@@ -216,6 +323,55 @@ def test_bad_model_answer_stops_before_rendering(case: str, checkout: Path, tiny
     field, words, make = MODEL_CASES[case]
     answers = {"model_id": "pre", **make(tiny_models, tmp_path)}
     _stops(checkout, field, words, **answers)
+
+
+def test_weights_are_read_as_their_loaders_read_them(tiny_models, tmp_path: Path) -> None:
+    """``hooks.model.weights`` agrees with the safetensors library on damaged copies of a real file (cut short,
+    header bytes overwritten), reads torch's zip and legacy formats by their containers, and does it in the
+    validators' process without importing torch."""
+    import torch
+    from safetensors import safe_open
+
+    from hooks.model.weights import weights_error
+
+    model = tiny_models(ARCH)
+    data = (model / "model.safetensors").read_bytes()
+    length = int.from_bytes(data[:8], "little")
+    folder = tmp_path / "w"
+    folder.mkdir()
+    damaged = [data[:cut] for cut in (0, 7, 8 + length // 2, 8 + length, len(data) - 1)] + [data + b"\0"]
+    damaged += [data[:at] + bytes([value]) + data[at + 1:] for at in range(8, 8 + length, max(1, length // 40))
+                for value in (0x7D, 0xFF)]
+    refused = 0
+    for variant in damaged:
+        (folder / "model.safetensors").write_bytes(variant)
+        try:
+            with safe_open(str(folder / "model.safetensors"), "np") as weights:
+                weights.keys()
+            loads = True
+        except Exception:  # noqa: BLE001 - the library's refusal is the fact compared against
+            loads = False
+        refused += not loads
+        assert (weights_error(folder) == "") == loads, weights_error(folder)
+    assert refused > len(damaged) // 2, "most of the damaged copies must be ones the library refuses"
+    (folder / "model.safetensors").write_bytes(data)
+    (folder / "pytorch_model.bin.index.json").write_text('{"weight_map": {"w": "pytorch_model-1.bin"}}')
+    assert weights_error(folder) == "", "a .bin index beside safetensors is not what transformers reads"
+
+    bins = tmp_path / "bins"
+    bins.mkdir()
+    for legacy in (False, True):
+        torch.save({"w": torch.ones(64, 64)}, bins / "pytorch_model.bin", _use_new_zipfile_serialization=not legacy)
+        assert weights_error(bins) == ""
+    zipped = bins / "pytorch_model.bin"
+    torch.save({"w": torch.ones(64, 64)}, zipped)
+    zipped.write_bytes(zipped.read_bytes()[:-40])
+    assert "pytorch_model.bin does not deserialise (a torch zip archive that does not open" in weights_error(bins)
+
+    check = ("import sys; from pathlib import Path; from hooks.render.validators import model_dir_error; "
+             f"assert model_dir_error({str(model)!r}) == ''; assert 'torch' not in sys.modules")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
 
 
 def test_an_example_folder_that_is_not_ours_stops(checkout: Path, tiny_models, facts: str) -> None:

@@ -8,10 +8,12 @@ fine; copier's validators (``hooks.render.copier_ext``) show it or stop an unatt
 
 - ``data_error``: the file parses (a JSON list, or JSONL: one object per line), holds records, and
   (branches a and b) they are in the huggingface shape the framework's builder reads, each with as
-  many ``<image>``/``<video>`` placeholders as it names images/videos (``placeholder_error``);
-- ``media_error``: ``media_root`` is a folder, and every image or video the first records name
-  exists under it (relative paths resolve against it, else against the data file's folder, as the
-  YAML's ``dataset_dir`` does), inside it, and every such image decodes;
+  many ``<image>``/``<video>``/``<audio>`` placeholders as it names images/videos/audios
+  (``placeholder_error``), and one of them at least has an answer to train on
+  (``hooks.data.records.answer_error``, the rule branch c's mapping is held to as well);
+- ``media_error``: ``media_root`` is a folder, and every image, video or audio file the first records
+  name exists under it (relative paths resolve against it, else against the data file's folder, as
+  the YAML's ``dataset_dir`` does), inside it, and decodes as its kind (``decode_error``);
 - ``length_error`` (``python -m hooks.data.preflight``, in the training interpreter): the first
   records, built by the model's own processor with their media expanded, fit the YAML's
   ``cutoff_len``.
@@ -23,13 +25,24 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hooks.model.memory import CUTOFF_LEN
 
 CHECKED_RECORDS = 64  # media of the first records are checked; the smoke trains on the first few
-MEDIA_KEYS = ("images", "videos")
+MEDIA_KEYS = (("image", "images"), ("video", "videos"), ("audio", "audios"))  # the huggingface shape's lists
+DECODES_AS = {"image": "an image", "video": "a video", "audio": "audio"}
+
+
+@dataclass(frozen=True)
+class MediaRef:
+    """One media file a record names."""
+
+    kind: str  # "image", "video" or "audio": how the data path decodes it
+    key: str  # the record key that names it ("images", or branch c's mapped key)
+    name: str  # the path as the record gives it
 
 
 class DataError(ValueError):
@@ -85,20 +98,24 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
         problem = placeholder_error(record)
         if problem:
             return f"data_json: record {index} of {path} {problem}"
-    return ""
+    from hooks.data.records import answer_error, runtime
+
+    return answer_error(path, records, runtime().FieldMap())  # the huggingface shape: messages of role/content
 
 
 def placeholder_error(record: dict[str, Any]) -> str:
-    """Why the record's ``<image>``/``<video>`` placeholders and its media lists disagree ("" when they match).
+    """Why the record's ``<image>``/``<video>``/``<audio>`` placeholders and its media lists disagree ("" when
+    they match).
 
     The framework's rule (MindSpeed-MM ``mindspeed_mm/fsdp/data/data_utils/func_utils/mm_plugin.py:132``,
     ``MMPluginMixin._validate_messages``, called by ``Qwen2VLPlugin.process_messages`` at :526 and by the
     branch-b plugin): the placeholders counted over the contents of the messages it is given equal the
-    number of images/videos, else the trainer stops with "The number of images does not match ...".
+    number of images/videos/audios, else the trainer stops with "The number of images does not match ...".
     Those messages are the record's minus a leading system message, which the sharegpt converter takes
     out as the system prompt (``convert.py:148``); a lone path string counts as one file
     (``DatasetConverter._find_media_files``, ``convert.py:69``). The placeholders are the framework's
-    ``IMAGE_PLACEHOLDER``/``VIDEO_PLACEHOLDER`` environment overrides, as there (``mm_plugin.py:18``).
+    ``IMAGE_PLACEHOLDER``/``VIDEO_PLACEHOLDER``/``AUDIO_PLACEHOLDER`` environment overrides, as there
+    (``mm_plugin.py:18``).
     """
     messages = record.get("messages")
     if not isinstance(messages, list):
@@ -106,7 +123,7 @@ def placeholder_error(record: dict[str, Any]) -> str:
     if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
         messages = messages[1:]
     texts = [m["content"] for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
-    for kind, key in (("image", "images"), ("video", "videos")):
+    for kind, key in MEDIA_KEYS:
         tag = os.environ.get(f"{kind.upper()}_PLACEHOLDER", f"<{kind}>")
         value = record.get(key)
         given = 1 if isinstance(value, str) and value else len(value) if isinstance(value, list) else 0
@@ -118,18 +135,29 @@ def placeholder_error(record: dict[str, Any]) -> str:
     return ""
 
 
-def huggingface_media(record: dict[str, Any]) -> list[str]:
-    """Media paths of a record in the huggingface shape."""
-    found: list[str] = []
-    for key in MEDIA_KEYS:
+def huggingface_media(record: dict[str, Any]) -> list[MediaRef]:
+    """Media files of a record in the huggingface shape (its ``images``, ``videos`` and ``audios`` lists)."""
+    found: list[MediaRef] = []
+    for kind, key in MEDIA_KEYS:
         value = record.get(key) or []
-        found += [value] if isinstance(value, str) else [str(v) for v in value if isinstance(v, str)]
+        found += [MediaRef(kind, key, v) for v in ([value] if isinstance(value, str) else value) if isinstance(v, str)]
     return found
 
 
+def mapped_media(mapping: Any) -> Callable[[dict[str, Any]], list[MediaRef]]:
+    """Media files of a branch-c record, read through its ``FieldMap`` (images and audios)."""
+
+    def media_of(record: dict[str, Any]) -> list[MediaRef]:
+        return [*(MediaRef("image", mapping.images, n) for n in mapping.images_of(record) if isinstance(n, str)),
+                *(MediaRef("audio", mapping.audios, n) for n in mapping.audios_of(record) if isinstance(n, str))]
+
+    return media_of
+
+
 def media_error(data_json: str, media_root: str,
-                media_of: Callable[[dict[str, Any]], list[str]] = huggingface_media) -> str:
-    """Why the media of the first records cannot be found ("" when they all exist under the media folder)."""
+                media_of: Callable[[dict[str, Any]], list[MediaRef]] = huggingface_media) -> str:
+    """Why the media of the first records cannot be read ("" when they all exist under the media folder and
+    decode as their kind)."""
     root_answer = str(media_root or "").strip()
     if root_answer:
         root = Path(os.path.expanduser(root_answer))
@@ -146,45 +174,114 @@ def media_error(data_json: str, media_root: str,
     field = "media_root" if root_answer else "data_json"
     for index, record in enumerate(records[:CHECKED_RECORDS], 1):
         try:
-            names = media_of(record)
+            refs = media_of(record)
         except (KeyError, TypeError, AttributeError):
             return ""  # a mapping problem: data_fields' own check says why
-        for name in names:
-            if "://" in name:
+        for ref in refs:
+            if "://" in ref.name:
                 continue  # fetched by the data path itself
-            target = (root / os.path.expanduser(name)).resolve()
+            named = f"record {index} names {ref.name} in '{ref.key}'"
+            target = (root / os.path.expanduser(ref.name)).resolve()
             if not target.is_relative_to(root):
-                return (f"{field}: record {index} names {name}, outside {root}; keep the media under media_root "
-                        "(relative paths) or set media_root to a folder that holds them all")
+                return (f"{field}: {named}, outside {root}; keep the media under media_root (relative paths) or set "
+                        "media_root to a folder that holds them all")
             if not target.is_file():
-                return (f"{field}: record {index} names {name}, but {target} does not exist; fix the record, or "
-                        "set media_root to the folder its media paths start in")
-            broken = decode_error(target)
+                return (f"{field}: {named}, but {target} does not exist; fix the record, or set media_root to the "
+                        "folder its media paths start in")
+            broken = decode_error(target, ref.kind)
             if broken:
-                return (f"data_json: record {index} names {name}, but {target} does not decode as an image ({broken}); "
+                return (f"data_json: {named}, but {target} does not decode as {DECODES_AS[ref.kind]} ({broken}); "
                         "replace the file (re-export or re-download it) or drop the record")
     return ""
 
 
-def decode_error(path: Path) -> str:
-    """Why PIL cannot decode the image at ``path`` ("" when it can, or when it is no image PIL knows by suffix).
+def decode_error(path: Path, kind: str = "image") -> str:
+    """Why the data path could not decode the ``kind`` file at ``path`` ("" when it can, or when the decoder is
+    not in this interpreter: then the smoke is the first to read the file).
 
-    The trainer opens every image with PIL and converts it (a full decode): a truncated or corrupt file
-    would otherwise fail in the smoke's data loader, after the checkout was written. Decoding the first
-    records' images once costs milliseconds each. Files PIL has no suffix for (videos) are left to it.
+    The trainer reads every file it is given in full: images with PIL (opened and converted), videos with
+    PyAV (MindSpeed-MM's ``_regularize_videos``: the first video stream, decoded frame by frame), audio with
+    librosa (``_regularize_audios``, which reads with soundfile first). A truncated or corrupt file would
+    otherwise fail in the smoke's data loader, after the checkout was written. Each check here costs
+    milliseconds for the first records' files: an image fully decoded, a video's first frame, an audio file's
+    samples (read, at least one, all finite).
     """
+    check = {"image": _image_error, "video": _video_error, "audio": _audio_error}[kind]
     try:
-        from PIL import Image
-    except ImportError:  # copier's interpreter without Pillow: the smoke reports a bad image
+        return check(path)
+    except ImportError:  # copier's interpreter without the decoder: the smoke reports a bad file
         return ""
-    if path.suffix.lower() not in Image.registered_extensions():
-        return ""
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
+
+
+def _image_error(path: Path) -> str:
+    from PIL import Image
+
     try:
         with Image.open(path) as image:
             image.load()
     except Exception as err:  # noqa: BLE001 - PIL raises OSError, SyntaxError, ValueError, DecompressionBombError...
-        return f"{type(err).__name__}: {err}"
+        return _one_line(err)
     return ""
+
+
+def _video_error(path: Path) -> str:
+    import av
+
+    try:
+        with av.open(str(path), "r") as container:
+            stream = next((s for s in container.streams if s.type == "video"), None)
+            if stream is None:
+                return "no video stream"
+            if next(iter(container.decode(stream)), None) is None:
+                return "its video stream has no frame"
+    except Exception as err:  # noqa: BLE001 - PyAV raises its FFmpegError family, OSError, ValueError...
+        return _one_line(err)
+    return ""
+
+
+def _audio_error(path: Path) -> str:
+    """Read as librosa reads: soundfile first, then librosa itself (whose other backend reads what libsndfile
+    cannot, mp3 on an old one), imported only when soundfile is missing or fails."""
+    import numpy as np
+
+    causes = []
+    for read in (_soundfile_samples, _librosa_samples):
+        try:
+            samples = np.asarray(read(path))
+        except ImportError:
+            continue
+        except Exception as err:  # noqa: BLE001 - LibsndfileError, audioread's NoBackendError, EOFError...
+            causes.append(_one_line(err))
+            continue
+        if samples.size == 0:
+            return "it holds no samples"
+        if not np.isfinite(samples).all():
+            return "it holds non-finite samples (NaN or infinity)"
+        return ""
+    if not causes:
+        raise ImportError("neither soundfile nor librosa")
+    return causes[0]  # soundfile's word: what libsndfile makes of the file
+
+
+def _soundfile_samples(path: Path) -> Any:
+    import soundfile
+
+    return soundfile.read(str(path), dtype="float32", always_2d=True)[0]
+
+
+def _librosa_samples(path: Path) -> Any:
+    import warnings
+
+    import librosa
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "PySoundFile failed. Trying audioread instead."
+        return librosa.load(str(path), sr=None, mono=False)[0]
 
 
 # --- sample lengths (run in the training interpreter: it needs the model's processor) -----------------

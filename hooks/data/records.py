@@ -11,7 +11,8 @@ module is its copy-time side:
   Fuyu and Kosmos-2) rather than a table of model types;
 - ``parse_fields``: the ``data_fields`` answer checked, so that a wrong key fails at the question
   that set it, naming the field and the fix, before anything is written;
-- ``fields_error``: whether the user's first record has the mapped keys.
+- ``fields_error``: whether the user's first record has the mapped keys, and some record an answer;
+- ``answer_error``: the rule every branch's data answer meets: at least one record has a non-empty answer.
 """
 
 from __future__ import annotations
@@ -219,13 +220,34 @@ def fields_error(data_json: str, text: str) -> str:
     if not str(data_json or "").strip():
         return ""
     try:
-        first = runtime().read_records(Path(data_json).expanduser())[0]
-        turns = mapping.turns(first)
+        records = runtime().read_records(Path(data_json).expanduser())
+        mapping.turns(records[0])
     except (OSError, ValueError, IndexError) as err:
         return f"data_json: cannot read a record from {data_json} ({type(err).__name__}: {err})"
     except (KeyError, TypeError, AttributeError) as err:
         return (f"data_fields: the first record of {data_json} has no key {err} for the mapping "
                 f"{parse_fields(text) or '(default: messages, images)'}; map the record's own keys")
-    if not any(role == "assistant" and text.strip() for role, text in turns):
-        return f"data_fields: the first record of {data_json} gives no response to train on; map the answer's key"
-    return ""
+    return answer_error(data_json, records, mapping)
+
+
+def answered(record: dict[str, Any], mapping: Any) -> bool:
+    """Whether ``record`` read through ``mapping`` (a ``FieldMap``) has an assistant turn with text: the tokens
+    the loss is computed on. A record the mapping cannot read has none."""
+    try:
+        return any(role == "assistant" and text.strip() for role, text in mapping.turns(record))
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def answer_error(data_json: str | Path, records: list[dict[str, Any]], mapping: Any) -> str:
+    """The one rule for every branch: at least one record has a non-empty answer, else there is nothing to train.
+
+    Branches a and b read the huggingface shape (``FieldMap()``: ``messages`` of role/content turns, as the
+    YAML's ``role_tag``/``content_tag`` say), branch c its ``data_fields`` mapping. Without one answer every
+    label is masked: the framework's loss has no token (or trains the end of turn alone), which the smoke
+    would report only after the checkout was written.
+    """
+    if any(answered(record, mapping) for record in records):
+        return ""
+    return (f"data_json: no record of {data_json} has a non-empty answer to train on; write each record's answer "
+            "as an assistant turn (branch c: map the key that holds it with data_fields)")

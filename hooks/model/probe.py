@@ -37,6 +37,7 @@ from hooks.model.loading import is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 from hooks.model.stages import embeddings
 from hooks.model.stages import select as select_stage
+from hooks.model.weights import weights_error
 
 
 @dataclass
@@ -121,6 +122,9 @@ def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, An
         raise ProbeError(
             "trust_remote_code: config.json has neither model_type nor auto_map, so the model is built from the "
             "folder's own *.py code (MindSpeed-MM's custom-model path); review it and answer trust_remote_code=true")
+    damaged = weights_error(model_dir)  # headers only: the smoke's from_pretrained would be the first to read them
+    if damaged:
+        raise ProbeError(damaged)
     return raw
 
 

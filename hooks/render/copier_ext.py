@@ -194,9 +194,10 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
 
 def fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",
                  trust_remote_code: bool = False, model_facts: object = None) -> str:
-    """Branch c's field mapping against the first record of the data (``hooks.data.records``), then the media
-    the mapped records name and their lengths (``hooks.data.preflight``)."""
-    from hooks.data.preflight import media_error
+    """Branch c's field mapping against the first record of the data, and an answer to train on in some record
+    (``hooks.data.records``), then the media the mapped records name, decoded, and their lengths
+    (``hooks.data.preflight``)."""
+    from hooks.data.preflight import mapped_media, media_error
     from hooks.data.records import fields_error as check
     from hooks.data.records import parse_fields, runtime
 
@@ -204,10 +205,9 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "", model_p
     if problem:
         return problem
     mapping = runtime().FieldMap(**parse_fields(str(data_fields or "")))
-    return (media_error(str(data_json or ""), str(media_root or ""),
-                        lambda r: [*mapping.images_of(r), *mapping.audios_of(r)])
-            or _untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
-                        lambda r: [text for _, text in mapping.turns(r)])
+    return (_untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
+                     lambda r: [text for _, text in mapping.turns(r)])
+            or media_error(str(data_json or ""), str(media_root or ""), mapped_media(mapping))
             or length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
 
 
@@ -227,13 +227,14 @@ def _untaken(data_json: str, model_facts: object, *of: Callable[..., list]) -> s
 
 def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
                 trust_remote_code: bool = False, model_facts: object = None) -> str:
-    """``media_root`` is a folder and (branches a, b) the first records' media exist inside it and fit the
-    YAML's cutoff_len; branch c's records are checked through their mapping at the data_fields question."""
+    """``media_root`` is a folder and (branches a, b) the first records' images, videos and audio files exist
+    inside it and decode, and the records fit the YAML's cutoff_len; branch c's records are checked through
+    their mapping at the data_fields question."""
     from hooks.data.preflight import media_error as check
 
     if data_branch == "c":
         return check("", str(media_root or ""))  # the folder only
-    return (check(str(data_json or ""), str(media_root or "")) or _untaken(data_json, model_facts)
+    return (_untaken(data_json, model_facts) or check(str(data_json or ""), str(media_root or ""))
             or length_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
 
 
