@@ -185,3 +185,24 @@ def test_an_audio_copy_trains_on_its_clips(data: str, tmp_path: Path, qwen2_audi
     allowed = (".copier-answers/", "examples/qwen2_audio_hf/", "mindspeed_mm/fsdp/models/qwen2_audio_hf/",
                "mindspeed_mm/fsdp/data/datasets/qwen2_audio_hf/")
     assert all(p.startswith(allowed) for p in changed_paths(checkout) - before)
+
+
+def test_a_processor_that_does_not_import_is_named_with_its_real_cause() -> None:
+    """transformers wraps a processor class's failed import in a generic message; the cause is what to fix."""
+    from hooks.data.facts import cause_of
+
+    try:
+        try:
+            raise ModuleNotFoundError("No module named 'torchaudio'", name="torchaudio")
+        except ModuleNotFoundError as inner:
+            raise ModuleNotFoundError("Could not import module 'GraniteSpeechProcessor'.") from inner
+    except ModuleNotFoundError as err:
+        text = cause_of(err)
+    assert text.endswith("caused by ModuleNotFoundError: No module named 'torchaudio'")
+    assert cause_of(ImportError()) == "ImportError: (no message)"
+
+
+def test_a_tekken_tokenizer_counts_as_tokenizer_files() -> None:
+    from hooks.model.probe import TOKENIZER_FILES
+
+    assert "tekken.json" in TOKENIZER_FILES  # Voxtral ships its tokenizer as tekken.json only

@@ -41,7 +41,8 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
                 proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         except Exception as err:  # noqa: BLE001 - the data path cannot start without it: the copy stops on this
             facts["unloadable"] = True
-            raise err
+            facts["error"] = cause_of(err)
+            raise
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
         from transformers import PreTrainedTokenizerBase
@@ -79,8 +80,22 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
 
         facts["data_format"] = data_format(proc, forward_params or [], facts["sample_format"])
     except Exception as err:  # noqa: BLE001 - reported, never fatal: the smoke will exercise it for real
-        facts["error"] = f"{type(err).__name__}: {err}"
+        facts.setdefault("error", cause_of(err))
     return facts
+
+
+def cause_of(err: BaseException) -> str:
+    """``Type: message`` of ``err`` and, where transformers wraps the real failure (a processor class that does not
+    import: "Could not import module 'X'. Are this object's requirements defined correctly?"), of the exception
+    it was raised from: the missing package or the failing import is what the user must fix."""
+    text = f"{type(err).__name__}: {str(err).strip() or '(no message)'}"
+    inner = err.__cause__ or err.__context__
+    seen = {id(err)}
+    while inner is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        text += f"; caused by {type(inner).__name__}: {str(inner).strip() or '(no message)'}"
+        inner = inner.__cause__ or inner.__context__
+    return text
 
 
 def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, sample_builder: str = "") -> None:
@@ -93,8 +108,15 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
     facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code,
                                       forward_params=facts.forward_params, custom=facts.custom_model)
     if facts.processor.get("unloadable"):
+        cause = facts.processor["error"]
+        if "ModuleNotFoundError" in cause or "ImportError" in cause:  # its code needs a package this python lacks
+            import sys
+
+            raise ProbeError(f"python: the model's processor does not import in {sys.executable} ({cause[-400:]}); "
+                             "install the package it names in the training environment, or answer an interpreter "
+                             "that has it")
         raise ProbeError(f"model_path: the model's processor does not load from {model_dir} "
-                         f"({facts.processor['error'][:300]}); the data path needs it: copy the processor and "
+                         f"({cause[:300]}); the data path needs it: copy the processor and "
                          "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
                          "chat template) from the model's release")
     if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``

@@ -97,8 +97,9 @@ class ModelFacts:
         return json.dumps(data, sort_keys=True)
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt",
-                   "spiece.model")
+# tekken.json: Mistral's own tokenizer format (Voxtral), which transformers loads through mistral_common.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "tekken.json", "vocab.json",
+                   "vocab.txt", "spiece.model")
 
 
 def check_model_dir(model_dir: Path, *, trust_remote_code: bool) -> dict[str, Any]:
