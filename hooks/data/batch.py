@@ -111,14 +111,16 @@ def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str,
                 write_wav(path, demo_audio(tone)[0])
                 audios.append(path.name)
             messages.append({"role": role, "content": "<audio>" * len(clips) + "<image>" * len(pictures) + text})
-        records.append({"messages": messages, "images": images, "name": name, **({"audios": audios} if audios else {})})
+        records.append({"messages": messages, "images": images, "name": name,
+                        **({"audios": audios} if "audio" in media else {})})  # the YAML maps the column
     if video:
         write_video(dest / "clip.mp4")
         records.append({"messages": [{"role": "user", "content": "<video>" + VIDEO[2][0][1]},
                                      {"role": "assistant", "content": VIDEO[2][1][1]}],
-                        "images": [], "videos": ["clip.mp4"], "name": "video"})
+                        "images": [], "videos": ["clip.mp4"], "name": "video", **({"audios": []} if "audio" in media
+                                                                                     else {})})
     records.append({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi."}],
-                    "images": [], "name": "text only"})
+                    "images": [], "name": "text only", **({"audios": []} if "audio" in media else {})})
     paths = []
     for index, record in enumerate(records):
         paths.append(dest / f"sample{index}.json")

@@ -25,6 +25,10 @@ FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "qwen3_5_moe": [("qwen3_vl_nothink", "qwen3vl")],
     "glm4v": [("glm4.1v", "qwen3vl")],
     "glm4v_moe": [("glm4v_moe", "qwen3vl")],
+    # Omni thinkers (audio, image, video): MindSpeed-MM's templates with their audio-aware mm_plugins; the qwen3vl
+    # collator computes Qwen2.5-Omni's positions with the clips' lengths, examples/qwen3omni uses qwen3omni.
+    "qwen2_5_omni": [("qwen2_omni", "qwen3vl")],
+    "qwen3_omni_moe": [("qwen3_omni", "qwen3omni"), ("qwen3_omni", "qwen3vl")],
 }
 
 

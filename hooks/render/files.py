@@ -105,7 +105,23 @@ def cutoff_len(facts: Any) -> int:
     return sample_cutoff(facts)
 
 
+def data_has(data_json: str, column: str) -> bool:
+    """Whether the training data names files in ``column`` (``audios``): the YAML maps a media column only for data
+    that has it, as MindSpeed-MM's examples do (its converter reads a mapped column from every record, and a file
+    without it fails). Without data (a placeholder path) True: the smoke's generated sample has the column."""
+    if not str(data_json or "").strip():
+        return True
+    from hooks.data.preflight import DataError, read_records
+
+    try:
+        records = read_records(Path(str(data_json)).expanduser())
+    except (DataError, OSError):
+        return True
+    return any(isinstance(r, dict) and r.get(column) for r in records)
+
+
 RENDER_FILTERS = {
+    "msmm_data_has": data_has,
     "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
     "msmm_copies_remote_code": copies_remote_code,
