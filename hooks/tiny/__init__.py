@@ -31,7 +31,7 @@ from typing import Any
 from hooks.data.sample import build_demo_dataset
 from hooks.tiny.common import TinyParts
 
-BUILD_VERSION = 1
+BUILD_VERSION = 2  # 2: Gemma 3n's pad embedding row is no longer zero (NaN gradients in padded batches)
 MARKER = ".tiny-build.json"
 
 

@@ -279,8 +279,8 @@ def _corpus() -> Iterator[str]:
             yield f"Mostly {color}, with a {other} {shape} at the {place}."
 
 
-def _train_bpe() -> Any:
-    """Train a byte-level BPE with the Qwen2 split regex; deterministic for a fixed corpus."""
+def _train_bpe(split_regex: str = QWEN2_SPLIT_REGEX) -> Any:
+    """Train a byte-level BPE with the Qwen2 split regex (or ``split_regex``); deterministic for a fixed corpus."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
     from tokenizers import pre_tokenizers as pre
 
@@ -288,7 +288,7 @@ def _train_bpe() -> Any:
     tok.normalizer = normalizers.NFC()
     tok.pre_tokenizer = pre.Sequence(
         [
-            pre.Split(Regex(QWEN2_SPLIT_REGEX), behavior="isolated", invert=False),
+            pre.Split(Regex(split_regex), behavior="isolated", invert=False),
             pre.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -431,6 +431,32 @@ class TinyParts:
     processor: Any  # transformers.ProcessorMixin
     model_class: type
     finish: Callable[[Path], None] | None = None  # edits the saved folder (e.g. what a release left out)
+
+
+def joint_preprocessor_config(*parts: Any) -> Callable[[Path], None]:
+    """A ``finish`` that writes ``preprocessor_config.json`` as the union of ``parts``' own configs.
+
+    A processor with an image processor *and* a feature extractor saves both under that one name
+    (transformers 4.57's legacy layout), the later overwriting the earlier, so the folder would reload
+    one of them with its defaults instead of the tiny settings. Releases ship the union instead:
+    Gemma 3n's converter writes it explicitly (``convert_gemma3n_weights.py``), and each class reads
+    its own keys from it.
+    """
+    import json
+
+    def finish(folder: Path) -> None:
+        path = folder / "preprocessor_config.json"
+        if not path.is_file():  # transformers 5 nests the attributes in processor_config.json instead
+            return
+        saved = json.loads(path.read_text())
+        joint: dict[str, Any] = {}
+        for part in parts:
+            joint.update(json.loads(part.to_json_string()))
+        if "processor_class" in saved:
+            joint["processor_class"] = saved["processor_class"]
+        path.write_text(json.dumps(joint, indent=2, sort_keys=True) + "\n")
+
+    return finish
 
 
 def _qwen_pixel_budget(patch: int, merge: int) -> dict[str, int]:

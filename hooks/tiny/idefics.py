@@ -19,6 +19,7 @@ family's token layout, processor geometry and the config fields that must agree 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hooks.model.shrink import MOBILENETV5_TINY_ARGS, MOBILENETV5_WIDTH, VQ_CHANNELS
@@ -35,6 +36,7 @@ from hooks.tiny.common import (
     VISION_HIDDEN,
     TinyParts,
     _bpe_tokenizer,
+    joint_preprocessor_config,
     text_dims,
 )
 from hooks.tiny.core import (
@@ -317,6 +319,9 @@ def _build_mllama() -> TinyParts:
 
 # Gemma 3n ------------------------------------------------------------------------------------
 
+# Character for character the template transformers' Gemma 3n converter writes into the instruction-tuned
+# releases (``_CHAT_TEMPLATE`` in models/gemma3n/convert_gemma3n_weights.py, huggingface/transformers):
+# Gemma 3's, with ``{"type": "audio"}`` and ``{"type": "image"}`` items as their soft tokens.
 GEMMA3N_CHAT_TEMPLATE = GEMMA3_CHAT_TEMPLATE.replace(
     "{%- if item['type'] == 'image' -%}\n                {{ '<start_of_image>' }}",
     "{%- if item['type'] == 'audio' -%}\n                {{ '<audio_soft_token>' }}\n"
@@ -359,11 +364,42 @@ def _gemma3n_tokenizer() -> Any:
     )
 
 
+def _gemma3n_pad_row(pad_id: int, std: float) -> Callable[[Path], None]:
+    """A ``finish`` that gives the pad token's text embedding random values like every other row.
+
+    Random init zeroes the ``padding_idx`` row of ``embed_tokens`` (``nn.Embedding`` and
+    ``_init_weights`` both do), and Gemma 3n's AltUp rescales each position by
+    ``mean(h ** 2) ** 0.5`` with no epsilon (``Gemma3nTextModel.forward``, at the first and the last
+    layer): at a pad position that is ``sqrt(0)``, whose derivative is infinite, so any padded batch
+    (two samples of different lengths) gave NaN gradients everywhere while its loss stayed finite.
+    A release's pad row holds trained values; here it holds a draw from the init distribution
+    (fixed seed). The row still gets no gradient (``padding_idx``), as in the release.
+    """
+
+    def finish(folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        path = folder / "model.safetensors"
+        weights = load_file(path)
+        table = weights["model.language_model.embed_tokens.weight"]
+        draw = torch.randn(table.shape[1], generator=torch.Generator().manual_seed(pad_id)) * std
+        table[pad_id] = draw.to(table.dtype)
+        save_file(weights, path, metadata={"format": "pt"})
+
+    return finish
+
+
 def _build_gemma3n() -> TinyParts:
     """Gemma 3n: MobileNetV5 (timm) vision, conformer audio, AltUp/LAuReL text with per-layer inputs.
 
     The audio tower and the vision/audio hard-token embedders get no gradient from image+text
     batches. KV sharing is off: with two layers no earlier layer of the same attention type exists.
+    The chat template, the tokenizer's named tokens and the joint preprocessor config follow
+    transformers' ``convert_gemma3n_weights.py`` (the release's converter). The audio window is a call
+    default of ``Gemma3nAudioFeatureExtractor`` (30 s, ``max_length=480_000``) that no saved setting
+    changes, so the processor keeps the published 188 audio soft tokens per clip; the encoder's own
+    output (1/16 of the mel frames: 10 for a 1.5 s clip) is padded up to them by the model.
     """
     import transformers as tf
 
@@ -414,15 +450,23 @@ def _build_gemma3n() -> TinyParts:
     image_processor = tf.SiglipImageProcessorFast(
         size={"height": GEMMA3N_IMAGE, "width": GEMMA3N_IMAGE}, image_mean=[0.0] * 3, image_std=[1.0] * 3
     )
+    feature_extractor = tf.Gemma3nAudioFeatureExtractor()
     processor = tf.Gemma3nProcessor(
-        feature_extractor=tf.Gemma3nAudioFeatureExtractor(),
+        feature_extractor=feature_extractor,
         image_processor=image_processor,
         tokenizer=tokenizer,
         image_seq_length=image_tokens,
         audio_seq_length=188,
         chat_template=GEMMA3N_CHAT_TEMPLATE,
     )
-    return TinyParts(config, processor, tf.Gemma3nForConditionalGeneration)
+    joint = joint_preprocessor_config(feature_extractor, image_processor)
+    pad_row = _gemma3n_pad_row(tokenizer.pad_token_id, config.text_config.initializer_range)
+
+    def finish(folder: Path) -> None:
+        joint(folder)
+        pad_row(folder)
+
+    return TinyParts(config, processor, tf.Gemma3nForConditionalGeneration, finish=finish)
 
 
 # Chameleon / Emu3: images become discrete VQ codes, looked up as ordinary BPE tokens -----------
