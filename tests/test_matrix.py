@@ -43,22 +43,18 @@ def facts_by_arch(tiny_models) -> dict[str, dict]:
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_plan_matches_real_model(arch: str, tiny_models, facts_by_arch) -> None:
-    import transformers
+    from hooks.model.loading import load_config_and_class
 
     facts = facts_by_arch(arch)
     plan = facts["plan"]
     assert plan["problems"] == []
     assert plan["apply_modules"], "no FSDP unit besides the root"
-    config = json.loads((tiny_models(arch) / "config.json").read_text())
-    auto = next((k for k in ("AutoModelForImageTextToText", "AutoModelForCausalLM") if k in config.get("auto_map", {})),
-                "AutoModelForImageTextToText")  # remote_tiles registers as a causal LM, as InternVL-Chat does
-    if facts["custom_model"]:  # no model_type: only the folder's own class loads it (MindSpeed-MM's custom path)
-        from hooks.model.loading import load_config_and_class
-
-        model = load_config_and_class(tiny_models(arch), trust_remote_code=True)[1].from_pretrained(tiny_models(arch))
-    else:
-        model = getattr(transformers, auto).from_pretrained(tiny_models(arch),
-                                                            trust_remote_code=arch.startswith(OWN_CODE))
+    # The class the folder names, as MindSpeed-MM's ModelHub builds it (an audio chat model is no image-text-to-text
+    # auto class; a custom config loads only through its own code), with its weights; then the trained stage.
+    cls = load_config_and_class(tiny_models(arch), trust_remote_code=arch.startswith(OWN_CODE))[1]
+    model = cls.from_pretrained(tiny_models(arch))
+    if facts.get("trained_submodule"):
+        model = getattr(model, facts["trained_submodule"]["name"])
     names = [name for name, _ in model.named_modules()]
     for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
         assert any(module_name_match(pattern, n) for n in names), pattern

@@ -44,21 +44,39 @@ def _fall_back_to_tokenizer_template(processor: Any) -> None:
         processor.chat_template = tokenizer.chat_template
 
 
-def load_samples(data_json: str | None, media_root: str | None) -> list[list[dict[str, Any]]]:
-    """Conversations in the processor's chat format, from the JSON file or the built-in sample."""
+def media_of(processor: Any) -> tuple[str, ...]:
+    """What the processor takes, images and/or audio (``hooks.data.audio``): which built-in samples fit it."""
+    from hooks.data.audio import extractor_of, takes_images
+
+    if extractor_of(processor)[1] is None:
+        return ("image",)
+    return ("image", "audio") if takes_images(processor) else ("audio",)
+
+
+def load_samples(data_json: str | None, media_root: str | None, processor: Any = None) -> list[list[dict[str, Any]]]:
+    """Conversations in the processor's chat format, from the JSON file or the built-in sample (clips for a model
+    that takes audio, at its feature extractor's rate)."""
+    from hooks.data.audio import extractor_of
+
+    media = media_of(processor) if processor is not None else ("image",)
     if data_json is None:
-        return builtin_samples()
+        return builtin_samples(media)
     records = json.loads(Path(data_json).read_text())
     if not isinstance(records, list):
         raise SampleError(f"{data_json} must hold a JSON list of samples")
     root = Path(media_root or Path(data_json).parent)
-    return [to_chat(rec, root) for rec in records]
+    rate = int(getattr(extractor_of(processor)[1], "sampling_rate", 16000) or 16000) if processor else 16000
+    return [to_chat(rec, root, rate) for rec in records]
 
 
-def builtin_samples() -> list[list[dict[str, Any]]]:
-    """Small solid-colour images with one question and a colour-specific answer each."""
+def builtin_samples(media: tuple[str, ...] = ("image",)) -> list[list[dict[str, Any]]]:
+    """Small solid-colour images with one question and a colour-specific answer each; for a model that takes
+    audio, tones of four pitches (``hooks.data.sample.demo_audio``) with an answer naming the pitch, and for one
+    that takes both, each image paired with a tone."""
     from PIL import Image
 
+    if "audio" in media:
+        return _audio_samples("image" in media)
     samples = []
     for colour, rgb in _BUILTIN_COLOURS:
         image = Image.new("RGB", (64, 64), rgb)
@@ -77,23 +95,47 @@ def builtin_samples() -> list[list[dict[str, Any]]]:
     return samples
 
 
-def to_chat(record: dict[str, Any], media_root: Path) -> list[dict[str, Any]]:
-    """MindSpeed-MM ``huggingface`` format -> chat messages, each ``<image>`` becoming an image item."""
+def _audio_samples(with_images: bool) -> list[list[dict[str, Any]]]:
     from PIL import Image
 
-    images = [Image.open(media_root / rel).convert("RGB") for rel in record.get("images") or []]
-    pending = iter(images)
+    from hooks.data.sample import demo_audio
+
+    samples = []
+    for index, (colour, rgb) in enumerate(_BUILTIN_COLOURS):
+        wave, heard = demo_audio(index)
+        items = [{"type": "audio", "audio": wave}]
+        if with_images:
+            items.append({"type": "image", "image": Image.new("RGB", (64, 64), rgb)})
+            heard += f" The image is {colour}."
+        samples.append([{"role": "user", "content": [*items, {"type": "text", "text": "What is this?"}]},
+                        {"role": "assistant", "content": [{"type": "text", "text": heard}]}])
+    return samples
+
+
+def to_chat(record: dict[str, Any], media_root: Path, rate: int = 16000) -> list[dict[str, Any]]:
+    """MindSpeed-MM ``huggingface`` format -> chat messages, each ``<image>``/``<audio>`` becoming an image item or a
+    clip (read with librosa at ``rate``, as the framework reads ``audios``)."""
+    import re
+
+    from PIL import Image
+
+    pending = {"<image>": iter([Image.open(media_root / rel).convert("RGB") for rel in record.get("images") or []])}
+    if record.get("audios"):
+        import librosa
+
+        pending["<audio>"] = iter([librosa.load(str(media_root / rel), sr=rate)[0] for rel in record["audios"]])
     messages = []
     for message in record["messages"]:
         content: list[dict[str, Any]] = []
-        for i, text in enumerate(str(message["content"]).split("<image>")):
-            if i > 0:
-                image = next(pending, None)
-                if image is None:
-                    raise SampleError(f"more <image> placeholders than images in sample {record}")
-                content.append({"type": "image", "image": image})
-            if text:
-                content.append({"type": "text", "text": text})
+        for piece in re.split("(<image>|<audio>)", str(message["content"])):
+            if piece in ("<image>", "<audio>"):
+                item = next(pending.get(piece, iter(())), None)
+                if item is None:
+                    raise SampleError(f"more {piece} placeholders than {piece[1:-1]}s in sample {record}")
+                kind = piece[1:-1]
+                content.append({"type": kind, kind: item})
+            elif piece:
+                content.append({"type": "text", "text": piece})
         messages.append({"role": message["role"], "content": content})
     return messages
 

@@ -272,7 +272,8 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (world,))
     dtype = getattr(torch, _DTYPES[args.param_dtype])
     model = _load_model(Path(args.model_dir), args.trust_remote_code)
-    shapes = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+    # requires_grad as the model's own __init__ left it: Qwen2-Audio's sinusoidal embed_positions is fixed
+    shapes = [(name, tuple(p.shape), p.requires_grad) for name, p in model.named_parameters()]
     _apply_freeze(model, args.freeze)
     accepted = _accepted_kwargs(model)
     _apply_recompute(model, args.recompute)
@@ -308,13 +309,13 @@ def _shard_recorder(model: nn.Module, optimizer: Any, out: RankResult) -> Callab
     return record
 
 
-def _planned_shards(shapes: list[tuple[str, tuple[int, ...]]], freeze: Sequence[str], rank: int,
+def _planned_shards(shapes: list[tuple[str, tuple[int, ...], bool]], freeze: Sequence[str], rank: int,
                     world: int, no_grad: Sequence[str]) -> dict[str, int]:
     """The memory plan's arithmetic for this rank (fp32 parameters, gradients and AdamW states)."""
     from hooks.model.memory import Layout, ParamShape, rank_bytes
 
-    planned = rank_bytes([ParamShape(name, shape, "") for name, shape in shapes], Layout(world=world), rank,
-                         freeze=freeze, no_grad=no_grad)
+    planned = rank_bytes([ParamShape(name, shape, "", trainable=trainable) for name, shape, trainable in shapes],
+                         Layout(world=world), rank, freeze=freeze, no_grad=no_grad)
     return {k: getattr(planned, k) for k in SHARD_KEYS}
 
 
@@ -507,7 +508,7 @@ def _rank_batches(args: WorkerArgs, rank: int, world: int) -> Iterator[dict[str,
     from transformers import AutoProcessor
 
     processor = AutoProcessor.from_pretrained(args.model_dir, trust_remote_code=args.trust_remote_code)
-    samples = load_samples(args.data_json, args.media_root)
+    samples = load_samples(args.data_json, args.media_root, processor)
     if not samples:
         raise ContractError("the data set is empty")
     index = rank
