@@ -165,6 +165,37 @@ def test_a_model_without_a_separate_tower_says_so() -> None:
                         "tower (its other layers take the image input directly): no tower gradient to check"]
 
 
+def test_a_vq_tokenizer_takes_no_gradient_by_design() -> None:
+    """Chameleon and Emu3: the image becomes discrete tokens through ``vqmodel.quantize`` (an argmin)."""
+    grads = {"model.embed_tokens.weight": 0.3, "lm_head.weight": 1.0}
+    no_grad = {"model.vqmodel.encoder.conv_in.weight": True, "model.vqmodel.quantize.embedding.weight": True,
+               "model.vqmodel.quant_conv.weight": True}
+    problems, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, [])
+    assert problems == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0); model.vqmodel turns it into "
+                        "discrete tokens (a vector quantizer: no gradient flows into it, by design), which the "
+                        "language model trains on: no tower gradient to check"]
+
+
+def test_only_the_towers_that_trained_are_named() -> None:
+    """Janus: the SigLIP understanding tower trains, the VQ generation path has no gradient in understanding."""
+    grads = {"model.vision_model.encoder.layers.0.mlp.fc1.weight": 2e-3, "lm_head.weight": 1.0}
+    no_grad = {"model.vqmodel.quantize.embedding.weight": True, "model.vqmodel.encoder.conv_in.weight": True}
+    _, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, [])
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0) and model.vision_model got a "
+                        "gradient (norm 2.0e-03) at step 1"]
+    found = tower("vision", grads, no_grad)
+    assert found.roots == ["model.vision_model", "model.vqmodel"] and found.discrete == ["model.vqmodel"]
+
+
+def test_a_vq_tower_beside_an_untrained_continuous_one_still_fails() -> None:
+    no_grad = {"model.vision_model.encoder.layers.0.mlp.fc1.weight": True,
+               "model.vqmodel.quantize.embedding.weight": True}
+    problems, _, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, {"lm_head.weight": 1.0}, no_grad, [])
+    assert problems == ["image: pixel_values reached forward but model.vision_model and model.vqmodel's parameters "
+                        "got no gradient at step 1"]
+
+
 def test_without_the_list_of_parameters_lacking_a_gradient_no_tower_is_not_evaluated() -> None:
     grads = {k: v for k, v in VL_GRADS.items() if "visual" not in k}
     problems, verified, unknown = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, None, [])

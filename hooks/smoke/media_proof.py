@@ -13,8 +13,11 @@ under the records' media key or placeholders in their text), the smoke proves fr
 - **its tower got a gradient**: the parameters of the modules whose ``tower_medium`` is the medium's tower
   (``tower_for``: videos go through the vision tower) have, in total, a finite non-zero step-1 gradient norm
   (the observer's ``step1_grads``, each parameter's norm gathered whole). A tower frozen by the YAML's
-  ``model.freeze`` is reported as frozen; a model without a separate tower for the medium (Fuyu feeds image
-  patches to its language model through a linear layer) is said to have none, neither is a failure.
+  ``model.freeze`` is reported as frozen; a model without a separate tower for the medium is said to have
+  none; a tower that is a VQ tokenizer (Chameleon's and Emu3's ``vqmodel``: a ``quantize`` module turns
+  the image into discrete tokens through an ``argmin``) gets no gradient by design, and is said to be one.
+  None of the three is a failure; the last rests on the module's name, so a VQ tokenizer that ``forward``
+  skips is not told from one that it runs.
 
 The limit, stated: a batch drawn from records without the medium still carries it when the collator adds
 a masked stand-in (a white image whose tokens nothing attends to, so that every rank runs the tower and FSDP
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,7 @@ from hooks.smoke.reference import WRAPPERS
 PLACEHOLDERS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
 RECORD_KEYS = {"image": "images", "video": "videos", "audio": "audios"}  # the records' keys by default
 TOWER_WORDS = {"vision": "vision tower", "audio": "audio tower"}
+QUANTIZER = re.compile(r"\.(quantize|quantizer|codebook)s?\.")  # a VQ tokenizer's module, inside a tower
 
 
 @dataclass(frozen=True)
@@ -86,13 +91,22 @@ class Tower:
 
     kind: str
     roots: list[str]  # the outermost modules named as that tower (``model.visual``, ``audio_tower``)
+    trained: list[str]  # those of them with a non-zero step-1 gradient
+    discrete: list[str]  # those that hold a vector quantizer (a ``quantize``/``codebook`` module: VQ tokenizers)
     trainable: int  # parameters that require a gradient
     frozen: int  # parameters that do not
     with_grad: int  # trainable parameters with a step-1 gradient
     norm: float  # the step-1 gradient norm over them (sqrt of the sum of squares)
 
-    def name(self) -> str:
-        return " and ".join(self.roots) if self.roots else f"the {TOWER_WORDS[self.kind]}"
+    def name(self, roots: list[str] | None = None) -> str:
+        roots = self.roots if roots is None else roots
+        return " and ".join(roots) if roots else f"the {TOWER_WORDS[self.kind]}"
+
+    @property
+    def tokenizes(self) -> bool:
+        """Every trainable root is a VQ tokenizer (Chameleon's, Emu3's ``vqmodel``): the medium becomes discrete
+        tokens through an ``argmin``, so no gradient reaches the tower by design."""
+        return bool(self.discrete) and not self.trained and set(self.discrete) >= set(self.roots)
 
 
 # --- the data ------------------------------------------------------------------------------------------
@@ -192,20 +206,21 @@ def _root(name: str, kind: str) -> str | None:
 def tower(kind: str, grads: dict[str, float], no_grad: dict[str, bool]) -> Tower:
     """The ``kind`` tower at step 1, from each parameter's gradient norm (``grads``) and the parameters that have
     none (``no_grad``: name -> whether it requires one)."""
-    roots: dict[str, None] = {}
+    roots: dict[str, float] = {}  # root -> its sum of squared gradient norms
+    discrete: dict[str, None] = {}
     trainable = frozen = with_grad = 0
-    total = 0.0
-    for name, norm in grads.items():
-        root = _root(plain_name(name), kind)
-        if root is not None:
-            roots[root] = None
-            trainable, with_grad, total = trainable + 1, with_grad + 1, total + float(norm) ** 2
-    for name, requires in no_grad.items():
-        root = _root(plain_name(name), kind)
-        if root is not None:
-            roots[root] = None
-            trainable, frozen = trainable + bool(requires), frozen + (not requires)
-    return Tower(kind, list(roots), trainable, frozen, with_grad, math.sqrt(total))
+    for name, requires, norm in [*((n, True, g) for n, g in grads.items()), *((n, r, None) for n, r in
+                                                                                 no_grad.items())]:
+        plain = plain_name(name)
+        root = _root(plain, kind)
+        if root is None:
+            continue
+        roots[root] = roots.get(root, 0.0) + (float(norm) ** 2 if norm is not None else 0.0)
+        if QUANTIZER.search(plain[len(root):]):
+            discrete[root] = None
+        trainable, frozen, with_grad = trainable + requires, frozen + (not requires), with_grad + (norm is not None)
+    return Tower(kind, list(roots), [r for r, sq in roots.items() if sq != 0.0], list(discrete), trainable, frozen,
+                 with_grad, math.sqrt(sum(roots.values())))
 
 
 def _frozen_by(freeze: list[str], kind: str) -> list[str]:
@@ -248,8 +263,12 @@ def media_findings(data: dict[str, DataMedium], batches: dict[int, list[BatchInp
         patterns = _frozen_by(freeze, kind)
         if found.trainable and found.norm > 0 and math.isfinite(found.norm):
             part = f"; {found.frozen} of its parameters frozen" if found.frozen else ""
-            verified.append(f"{medium} reached forward ({where}) and {found.name()} got a gradient (norm "
-                            f"{found.norm:.1e}{part}) at step 1")
+            verified.append(f"{medium} reached forward ({where}) and {found.name(found.trained)} got a gradient "
+                            f"(norm {found.norm:.1e}{part}) at step 1")
+        elif found.trainable and found.tokenizes:
+            verified.append(f"{medium} reached forward ({where}); {found.name()} turns it into discrete tokens (a "
+                            "vector quantizer: no gradient flows into it, by design), which the language model "
+                            "trains on: no tower gradient to check")
         elif found.trainable and found.with_grad and not math.isfinite(found.norm):
             problems.append(f"{medium}: {first.key} reached forward but {found.name()}'s step-1 gradient is not "
                             f"finite (norm {found.norm})")
