@@ -4,7 +4,8 @@ steps' batches through the model folder's own class and a plain AdamW loop.
 Tier 1: the reduction, schedule and comparison rules. Tier 2: bugs a migration really makes, injected
 into a generated scaffold (the model plugin) or the checkout, each failing the smoke with a message that
 names it; the clean scaffold passes with the equivalence verified (``tests/test_framework.py`` asserts
-it for every family it trains).
+it for every family it trains). The same scaffold carries the media proof's (``hooks.smoke.media_proof``)
+injected failures: a collator that loses ``pixel_values`` and a plugin that never feeds them to the tower.
 """
 
 from __future__ import annotations
@@ -200,6 +201,7 @@ def test_a_collator_that_loses_the_pixels_fails_the_smoke_naming_the_image(scaff
             r"placeholder's text")
     assert re.search(line, done.stdout) and "pixel_values" not in done.stdout.split("batch keys: ")[1].split("]")[0], \
         done.stdout[-3000:]
+    assert "hint: each medium's inputs must reach forward and its tower" in done.stdout
 
 
 def test_dropout_is_off_in_both_the_smoke_and_the_reference() -> None:

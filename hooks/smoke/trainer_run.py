@@ -373,6 +373,7 @@ def run_framework_smoke(
         result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
         errors = untrained[:]
+        result.hint = MEDIA_HINT if untrained else ""
         if problems and ignored_settings == "stop":
             errors.insert(0, "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)")
         result.error = "; ".join(errors)
@@ -380,6 +381,10 @@ def run_framework_smoke(
     elif records:
         stop_reference(reference, observed)
     return judge(result)
+
+
+MEDIA_HINT = ("each medium's inputs must reach forward and its tower: compare the batch keys with forward's "
+              "(MIGRATION.md, 'Batch keys') and what the model plugin passes on to the tower")
 
 
 def measured_memory(result: SmokeResult, observed: Path, cfg: dict[str, Any], model_dir: Path, nproc: int) -> str:
