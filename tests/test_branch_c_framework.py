@@ -55,6 +55,7 @@ def _passes(done, checkout: Path, model_id: str) -> None:
     summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
     assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout, done.stdout[-3000:]  # the model's own objective
+    assert "verified: image reached forward (" in done.stdout, done.stdout[-3000:]  # hooks.smoke.media_proof
     plugin = checkout / "mindspeed_mm" / "fsdp" / "data" / "datasets" / model_id
     assert (plugin / f"dataset_{model_id}.py").is_file() and (plugin / "processor_dataset.py").is_file()
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()

@@ -57,6 +57,7 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
     assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout, done.stdout[-3000:]  # the model's own objective
+    assert "verified: image reached forward (" in done.stdout, done.stdout[-3000:]  # hooks.smoke.media_proof
     new = _changed(checkout) - before
     allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml")
     assert new and all(path.startswith(allowed) for path in new), new

@@ -4,11 +4,13 @@ steps' batches through the model folder's own class and a plain AdamW loop.
 Tier 1: the reduction, schedule and comparison rules. Tier 2: bugs a migration really makes, injected
 into a generated scaffold (the model plugin) or the checkout, each failing the smoke with a message that
 names it; the clean scaffold passes with the equivalence verified (``tests/test_framework.py`` asserts
-it for every family it trains).
+it for every family it trains). The same scaffold carries the media proof's (``hooks.smoke.media_proof``)
+injected failures: a collator that loses ``pixel_values`` and a plugin that never feeds them to the tower.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,8 +166,42 @@ def test_a_learning_rate_not_the_yamls_fails_the_smoke(scaffold: Path) -> None:
 @pytest.mark.tier2
 def test_the_clean_scaffold_verifies_the_objective(scaffold: Path) -> None:
     done = _smoke(scaffold)
+    print(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-3000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout and "relative error" in done.stdout
+    # the generated sample's 8 images reached forward and the vision tower trained (hooks.smoke.media_proof)
+    line = (r"verified: image reached forward \(pixel_values \[\d+, \d+\] on rank 0, 2 ranks in all\) and "
+            r"model\.visual got a gradient \(norm \d\.\de-\d\d\) at step 1")
+    assert re.search(line, done.stdout), done.stdout[-3000:]
+
+
+COLLATOR = "mindspeed_mm/fsdp/data/dataloader/data_collator.py"
+
+
+@pytest.mark.tier2
+def test_a_collator_that_loses_the_pixels_fails_the_smoke_naming_the_image(scaffold: Path) -> None:
+    """The framework's collator (``qwen3vl``) drops ``pixel_values`` and keeps ``image_grid_thw``: the model
+    trains on the image placeholder's tokens, the loss is finite and changing, the reference (fed the same
+    batches) agrees. Only the media proof can tell."""
+    collator = scaffold / COLLATOR
+    text = collator.read_text()
+    call = "    def __call__(self, *args, **kwargs):\n        return self.data_collator(*args, **kwargs)\n"
+    assert text.index("class DataCollatorForQwen2vl") < text.index(call)  # its first __call__ is qwen3vl's
+    collator.write_text(text.replace(call, "    def __call__(self, *args, **kwargs):\n        batch = "
+                                     "self.data_collator(*args, **kwargs)\n        batch.pop('pixel_values', None)\n"
+                                     "        return batch\n", 1))
+    try:
+        done = _smoke(scaffold)
+    finally:
+        _revert(scaffold)
+    print(done.stdout[-3000:])
+    assert done.returncode != 0, done.stdout[-3000:]
+    line = (r"image: the data names 8 image files but no image input reached forward \(batch keys: \[[a-z_, ]*"
+            r"image_grid_thw[a-z_, ]*\]; image_grid_thw holds no image content\): the model trained on the "
+            r"placeholder's text")
+    assert re.search(line, done.stdout) and "pixel_values" not in done.stdout.split("batch keys: ")[1].split("]")[0], \
+        done.stdout[-3000:]
+    assert "hint: each medium's inputs must reach forward and its tower" in done.stdout
 
 
 def test_dropout_is_off_in_both_the_smoke_and_the_reference() -> None:
@@ -186,3 +222,22 @@ def test_dropout_is_off_in_both_the_smoke_and_the_reference() -> None:
     assert sorted(dropout_off(model)) == ["0.attention_dropout=0.2", "0.drop=0.1", "0.layerdrop=0.05"]
     assert model[0].drop.p == 0.0 and model[0].attention_dropout == 0.0 and model[0].scale == 0.5
     assert dropout_off(model) == []
+
+
+@pytest.mark.tier2
+def test_a_plugin_that_never_feeds_the_pixels_to_the_tower_fails_naming_it(scaffold: Path) -> None:
+    """The batch holds ``pixel_values`` but the plugin's forward drops them: they reached ``forward``, the
+    vision tower got no gradient."""
+    plugin = scaffold / PLUGIN
+    plugin.write_text(plugin.read_text() + """
+    def forward(self, *args, pixel_values=None, **kwargs):
+        return super().forward(*args, **kwargs)
+""")
+    try:
+        done = _smoke(scaffold)
+    finally:
+        _revert(scaffold)
+    print(done.stdout[-3000:])
+    assert done.returncode != 0, done.stdout[-3000:]
+    assert ("image: pixel_values reached forward but model.visual's parameters got no gradient at step 1"
+            in done.stdout), done.stdout[-3000:]

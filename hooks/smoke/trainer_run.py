@@ -365,14 +365,26 @@ def run_framework_smoke(
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
         problems, verified = problems + wrong, verified + same
+        from hooks.smoke.media_proof import prove_media
+
+        # every medium of the data reached forward and its tower trained: never waived (ignored_settings)
+        untrained, media, media_unknown = prove_media(observed, cfg, Path(data_json))
+        verified, unknown = verified + media, unknown + media_unknown
         result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
+        errors = untrained[:]
+        result.hint = MEDIA_HINT if untrained else ""
         if problems and ignored_settings == "stop":
-            result.error = "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)"
+            errors.insert(0, "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)")
+        result.error = "; ".join(errors)
         result.notes += [f"WARNING: {problem}" for problem in problems if ignored_settings != "stop"]
     elif records:
         stop_reference(reference, observed)
     return judge(result)
+
+
+MEDIA_HINT = ("each medium's inputs must reach forward and its tower: compare the batch keys with forward's "
+              "(MIGRATION.md, 'Batch keys') and what the model plugin passes on to the tower")
 
 
 def measured_memory(result: SmokeResult, observed: Path, cfg: dict[str, Any], model_dir: Path, nproc: int) -> str:

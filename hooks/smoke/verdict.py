@@ -32,7 +32,7 @@ class SmokeResult:
     error: str = ""
     passed: bool = False
     reason: str = ""
-    hint: str = ""
+    hint: str = ""  # what to do about a failure; a run that knows its error's cause sets it with the error
 
     def summary(self) -> str:
         """One line a reviewer can read in MIGRATION.md or a CI log."""
@@ -49,7 +49,7 @@ def judge(result: SmokeResult, *, rel_tol: float = 1e-6) -> SmokeResult:
     losses = result.losses
     verdict: tuple[bool, str, str]
     if result.error:
-        verdict = (False, result.error, "read the first traceback in the full log")
+        verdict = (False, result.error, result.hint or "read the first traceback in the full log")
     elif len(losses) < max(result.iterations_expected, 2):
         verdict = (
             False,

@@ -16,6 +16,8 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
 - at the first optimizer step, each parameter's gradient norm (before it) and, after it (gradients still
   there, AdamW states created), what this rank holds: ``hooks.model.memory.measure_rank``, compared with
   the memory plan's arithmetic;
+- at the first step, which inputs the batch holds (``step1_batch``) and which parameters got no gradient
+  (``step1_no_grad``): ``hooks.smoke.media_proof`` proves each medium reached ``forward`` and its tower trained;
 - the batches of the first ``RECORDED_STEPS`` steps as ``forward`` got them (``batch_rank<r>_step<s>.pt``,
   then ``batches_recorded_rank<r>``: the reference replays them while the trainer runs on)
   and, from ``training_log``, those steps' loss, grad norm and learning rate unrounded (the log prints
@@ -172,6 +174,12 @@ def gradient_norms(model: Any) -> dict[str, float]:
     return norms
 
 
+def without_gradient(model: Any) -> dict[str, bool]:
+    """The parameters without a step-1 gradient, each with whether it requires one: a frozen tower's
+    (False) against one that ``forward`` never used (True) (``hooks.smoke.media_proof``)."""
+    return {name: bool(param.requires_grad) for name, param in model.named_parameters() if param.grad is None}
+
+
 def _measure_after_first_step(engine: Any, out: Path) -> None:
     """Wrap this engine's ``optimizer.step`` once: after it, gradients are still there and states exist."""
     optimizer = engine.optimizer
@@ -179,7 +187,7 @@ def _measure_after_first_step(engine: Any, out: Path) -> None:
 
     def measured_step(*args: Any, **kwargs: Any) -> Any:
         try:
-            _write(out, {"step1_grads": gradient_norms(engine.model)})
+            _write(out, {"step1_grads": gradient_norms(engine.model), "step1_no_grad": without_gradient(engine.model)})
         except Exception as err:  # noqa: BLE001 - reported by hooks.smoke.reference as "could not evaluate"
             _write(out, {"step1_grads": {"error": f"{type(err).__name__}: {err}"}})
         result = step(*args, **kwargs)
@@ -243,6 +251,8 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
                 partial = path.with_suffix(".part")
                 torch.save(kept, partial)
                 partial.replace(path)  # whole or absent: the reference reads them while we train
+                if count == 1:
+                    _describe_first(out, batch)
                 if count == RECORDED_STEPS:
                     _hooks_importable()
                     from hooks.smoke.reference import recorded_mark
@@ -253,6 +263,17 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
         return recorded_get_batch
 
     return wrap
+
+
+def _describe_first(out: Path, batch: dict[str, Any]) -> None:
+    """The step-1 batch's inputs, described for ``hooks.smoke.media_proof`` (which media reached ``forward``)."""
+    try:
+        _hooks_importable()
+        from hooks.smoke.media_proof import describe_batch
+
+        _write(out, {"step1_batch": describe_batch(batch)})
+    except Exception as err:  # noqa: BLE001 - the media proof then says it could not evaluate
+        _write(out, {"step1_batch": {"error": f"{type(err).__name__}: {err}"}})
 
 
 def _exact_figures(spec_path: Path):  # noqa: ANN202 - returns the training_log wrapper factory

@@ -1,0 +1,279 @@
+"""Tier 1: the smoke's proof that every medium of the data reached ``forward`` and its tower got a gradient.
+
+The pure functions of ``hooks.smoke.media_proof`` over hand-made batches, gradient norms and records (the
+parameter names are the releases' own: Qwen2.5-VL's ``model.visual``, Qwen2-Audio's ``audio_tower``); the
+real trainer's run is tier 2 (``tests/test_loss_equivalence.py``: the clean scaffold and a collator that
+loses ``pixel_values``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hooks.smoke.media_proof import (
+    BatchInput,
+    DataMedium,
+    data_media,
+    describe_batch,
+    media_findings,
+    prove_media,
+    record_files,
+    tower,
+)
+
+TEXT = [BatchInput("attention_mask", [1, 40], 1, 40, False), BatchInput("input_ids", [1, 40], 1, 40, False),
+        BatchInput("labels", [1, 40], 1, 40, False)]
+PIXELS = BatchInput("pixel_values", [16, 1176], 1, 16 * 1176, True)
+GRID = BatchInput("image_grid_thw", [1, 3], 1, 3, False)
+FEATURES = BatchInput("input_features", [2, 128, 400], 1, 2 * 128 * 400, True)
+FEATURE_MASK = BatchInput("feature_attention_mask", [2, 400], 1, 800, False)
+VIDEO = BatchInput("pixel_values_videos", [32, 1176], 1, 32 * 1176, True)
+
+VL_GRADS = {"model.visual.blocks.0.attn.qkv.weight": 3e-3, "model.visual.merger.mlp.0.weight": 4e-3,
+            "model.language_model.layers.0.mlp.up_proj.weight": 0.5, "lm_head.weight": 1.0}
+AUDIO_GRADS = {"audio_tower.layers.0.self_attn.q_proj.weight": 6e-3, "audio_tower.conv1.weight": 8e-3,
+               "multi_modal_projector.linear.weight": 2e-2, "language_model.lm_head.weight": 1.0}
+
+
+def _data(medium: str, files: int, records: int | None = None, total: int = 8) -> dict[str, DataMedium]:
+    return {medium: DataMedium(medium, files, files, files if records is None else records, total)}
+
+
+# --- the data ---------------------------------------------------------------------------------------------
+
+
+def test_the_data_counts_files_placeholders_and_records_per_medium() -> None:
+    records = [{"messages": [{"role": "user", "content": "<image><image>Compare."}, {"role": "assistant",
+                                                                                   "content": "Same."}],
+                "images": ["a.png", "b.png"]},
+               {"messages": [{"role": "user", "content": "<audio>What pitch?"}], "audios": "tone.wav"},
+               {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}]
+    found = data_media(records, record_files({"data": {"dataset_param": {"attr": {"images": "images"}}}}))
+    assert found["image"] == DataMedium("image", 2, 2, 1, 3)
+    assert found["audio"] == DataMedium("audio", 1, 1, 1, 3)  # a string names one file, as FieldMap reads it
+    assert not found["video"].present
+    assert found["image"].named() == "the data names 2 image files"
+    assert DataMedium("audio", 0, 3, 3, 3).named() == "the data's text has 3 <audio> placeholders"
+
+
+def test_branch_c_records_are_read_through_the_yamls_data_fields() -> None:
+    cfg = {"data": {"dataset_param": {"data_fields": {"images": "img", "audios": "snd", "prompt": "q",
+                                                      "response": "a"}}}}
+    records = [{"img": "x.png", "q": "What is it?", "a": "A cat."}, {"snd": ["t1.wav", "t2.wav"], "q": "?", "a": "!"}]
+    found = data_media(records, record_files(cfg))
+    assert (found["image"].files, found["audio"].files, found["audio"].records) == (1, 2, 1)
+    assert found["image"].placeholders == 0  # the processor places the image: no mark in the text
+
+
+# --- the batch --------------------------------------------------------------------------------------------
+
+
+def test_a_batch_is_described_without_its_values() -> None:
+    batch = {"input_ids": torch.zeros(1, 7, dtype=torch.long), "pixel_values": torch.ones(4, 12),
+             "image_patches": [torch.ones(3, 5), torch.ones(2, 5)], "use_audio_in_video": False,
+             "input_features": torch.zeros(0, 128, 400)}
+    described = {d["key"]: BatchInput(**d) for d in json.loads(json.dumps(describe_batch(batch)))}
+    assert sorted(described) == ["image_patches", "input_features", "input_ids", "pixel_values"]
+    assert described["pixel_values"] == BatchInput("pixel_values", [4, 12], 1, 48, True)
+    assert described["image_patches"] == BatchInput("image_patches", None, 2, 25, True)
+    assert described["input_ids"].floating is False
+    assert described["input_features"].numel == 0  # present but empty: no arrival
+
+
+# --- the verdict ------------------------------------------------------------------------------------------
+
+
+def test_each_medium_that_reached_forward_with_a_trained_tower_is_verified() -> None:
+    batches = {0: [*TEXT, GRID, PIXELS], 1: [*TEXT, GRID, PIXELS]}
+    problems, verified, unknown = media_findings(_data("image", 8), batches, VL_GRADS, {}, [])
+    assert problems == [] and unknown == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0, 2 ranks in all) and model.visual "
+                        "got a gradient (norm 5.0e-03) at step 1"]
+
+
+def test_audio_is_verified_in_the_briefs_words() -> None:
+    _, verified, _ = media_findings(_data("audio", 4), {0: [*TEXT, FEATURES, FEATURE_MASK]}, AUDIO_GRADS, {}, [])
+    assert verified == ["audio reached forward (input_features [2, 128, 400] on rank 0) and audio_tower got a "
+                        "gradient (norm 1.0e-02) at step 1"]
+
+
+def test_data_with_audio_but_no_audio_input_in_forward_fails() -> None:
+    problems, verified, _ = media_findings(_data("audio", 4), {0: TEXT, 1: TEXT}, AUDIO_GRADS, {}, [])
+    assert verified == []
+    assert problems == ["audio: the data names 4 audio files but no audio input reached forward (batch keys: "
+                        "[attention_mask, input_ids, labels]): the model trained on the placeholder's text"]
+
+
+def test_image_metadata_without_pixels_is_no_arrival() -> None:
+    """A collator that lost ``pixel_values`` keeps ``image_grid_thw``: a grid is no image."""
+    problems, _, _ = media_findings(_data("image", 8), {0: [*TEXT, GRID]}, VL_GRADS, {}, [])
+    assert problems == ["image: the data names 8 image files but no image input reached forward (batch keys: "
+                        "[attention_mask, image_grid_thw, input_ids, labels]; image_grid_thw holds no image "
+                        "content): the model trained on the placeholder's text"]
+
+
+def test_a_tower_whose_gradient_is_zero_fails() -> None:
+    grads = {**AUDIO_GRADS, "audio_tower.layers.0.self_attn.q_proj.weight": 0.0, "audio_tower.conv1.weight": 0.0}
+    problems, verified, _ = media_findings(_data("audio", 4), {0: [*TEXT, FEATURES]}, grads, {}, [])
+    assert verified == []
+    assert problems == ["audio: input_features reached forward but audio_tower's parameters got no gradient at "
+                        "step 1"]
+
+
+def test_a_trainable_tower_that_forward_never_used_fails() -> None:
+    """No gradient at all (None): the parameters are in the observer's list of those without one."""
+    grads = {k: v for k, v in VL_GRADS.items() if "visual" not in k}
+    no_grad = {"model.visual.blocks.0.attn.qkv.weight": True, "model.visual.merger.mlp.0.weight": True}
+    problems, _, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, [])
+    assert problems == ["image: pixel_values reached forward but model.visual's parameters got no gradient at step 1"]
+
+
+def test_a_non_finite_tower_gradient_fails() -> None:
+    grads = {**VL_GRADS, "model.visual.merger.mlp.0.weight": float("nan")}
+    problems, _, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, {}, [])
+    assert problems == ["image: pixel_values reached forward but model.visual's step-1 gradient is not finite "
+                        "(norm nan)"]
+
+
+def test_a_frozen_tower_is_reported_frozen_not_failed() -> None:
+    grads = {k: v for k, v in VL_GRADS.items() if "visual" not in k}
+    no_grad = {"model.visual.blocks.0.attn.qkv.weight": False, "model.visual.merger.mlp.0.weight": False}
+    problems, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, ["model.visual"])
+    assert problems == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0); model.visual is frozen "
+                        "(model.freeze: model.visual): it takes no gradient, as the YAML says"]
+
+
+def test_a_partly_frozen_tower_is_judged_on_its_trainable_parameters() -> None:
+    grads = {k: v for k, v in VL_GRADS.items() if "blocks" not in k}
+    no_grad = {"model.visual.blocks.0.attn.qkv.weight": False}
+    _, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, ["model.visual.blocks"])
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0) and model.visual got a gradient "
+                        "(norm 4.0e-03; 1 of its parameters frozen) at step 1"]
+
+
+def test_a_model_without_a_separate_tower_says_so() -> None:
+    """Patches fed to the language model through a linear layer (as Fuyu does): nothing named a tower."""
+    grads = {"model.patch_embed.weight": 0.2, "model.layers.0.mlp.up_proj.weight": 0.5, "lm_head.weight": 1.0}
+    problems, verified, unknown = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, {}, [])
+    assert problems == [] and unknown == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0); the model has no separate vision "
+                        "tower (its other layers take the image input directly): no tower gradient to check"]
+
+
+def test_a_vq_tokenizer_takes_no_gradient_by_design() -> None:
+    """Chameleon and Emu3: the image becomes discrete tokens through ``vqmodel.quantize`` (an argmin)."""
+    grads = {"model.embed_tokens.weight": 0.3, "lm_head.weight": 1.0}
+    no_grad = {"model.vqmodel.encoder.conv_in.weight": True, "model.vqmodel.quantize.embedding.weight": True,
+               "model.vqmodel.quant_conv.weight": True}
+    problems, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, [])
+    assert problems == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0); model.vqmodel turns it into "
+                        "discrete tokens (a vector quantizer: no gradient flows into it, by design), which the "
+                        "language model trains on: no tower gradient to check"]
+
+
+def test_only_the_towers_that_trained_are_named() -> None:
+    """Janus: the SigLIP understanding tower trains, the VQ generation path has no gradient in understanding."""
+    grads = {"model.vision_model.encoder.layers.0.mlp.fc1.weight": 2e-3, "lm_head.weight": 1.0}
+    no_grad = {"model.vqmodel.quantize.embedding.weight": True, "model.vqmodel.encoder.conv_in.weight": True}
+    _, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, no_grad, [])
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0) and model.vision_model got a "
+                        "gradient (norm 2.0e-03) at step 1"]
+    found = tower("vision", grads, no_grad)
+    assert found.roots == ["model.vision_model", "model.vqmodel"] and found.discrete == ["model.vqmodel"]
+
+
+def test_a_vq_tower_beside_an_untrained_continuous_one_still_fails() -> None:
+    no_grad = {"model.vision_model.encoder.layers.0.mlp.fc1.weight": True,
+               "model.vqmodel.quantize.embedding.weight": True}
+    problems, _, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, {"lm_head.weight": 1.0}, no_grad, [])
+    assert problems == ["image: pixel_values reached forward but model.vision_model and model.vqmodel's parameters "
+                        "got no gradient at step 1"]
+
+
+def test_without_the_list_of_parameters_lacking_a_gradient_no_tower_is_not_evaluated() -> None:
+    grads = {k: v for k, v in VL_GRADS.items() if "visual" not in k}
+    problems, verified, unknown = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, grads, None, [])
+    assert problems == [] and verified == []
+    assert unknown and "could not be evaluated" in unknown[0]
+
+
+def test_videos_train_the_vision_tower() -> None:
+    data = {**_data("image", 4), **_data("video", 2)}
+    problems, verified, _ = media_findings(data, {0: [*TEXT, PIXELS, VIDEO]}, VL_GRADS, {}, [])
+    assert problems == []
+    assert [line.split(" reached")[0] for line in verified] == ["image", "video"]
+    assert "pixel_values_videos [32, 1176]" in verified[1] and "model.visual got a gradient" in verified[1]
+
+
+def test_data_without_video_is_not_asked_for_video() -> None:
+    problems, verified, _ = media_findings(_data("image", 8), {0: [*TEXT, PIXELS]}, VL_GRADS, {}, [])
+    assert problems == [] and len(verified) == 1
+
+
+def test_records_without_the_medium_leave_the_stand_in_caveat() -> None:
+    _, verified, unknown = media_findings(_data("image", 5, records=5, total=8), {0: [*TEXT, PIXELS]}, VL_GRADS,
+                                          {}, [])
+    assert verified and unknown == ["image: 3 of the 8 records have no image: a batch drawn from them carries a "
+                                    "masked stand-in the batch alone does not tell from the data's own image"]
+
+
+def test_wrapper_names_are_the_models_own() -> None:
+    grads = {"model.visual.blocks.0._checkpoint_wrapped_module.attn.qkv.weight": 3e-3}
+    assert tower("vision", grads, {}).roots == ["model.visual"]
+    assert tower("vision", {"model.image_newline": 1.0}, {}).roots == []  # a parameter, not a tower module
+
+
+# --- the run's files --------------------------------------------------------------------------------------
+
+
+def _run(tmp_path: Path, records: list[dict], observed: dict[int, dict]) -> tuple[Path, Path]:
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps(records))
+    folder = tmp_path / "observe"
+    folder.mkdir()
+    for rank, record in observed.items():
+        (folder / f"observe_rank{rank}.json").write_text(json.dumps(record))
+    return folder, data
+
+
+IMAGE_RECORDS = [{"messages": [{"role": "user", "content": "<image>What?"}, {"role": "assistant", "content": "A."}],
+                  "images": [f"img_{i}.png"]} for i in range(4)]
+CFG = {"data": {"dataset_param": {"attr": {"images": "images"}, "basic_parameters": {"max_samples": 4}}},
+       "model": {"freeze": []}}
+
+
+def test_the_run_files_are_read_for_every_rank(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    batch = [asdict(item) for item in [*TEXT, GRID, PIXELS]]
+    observed, data = _run(tmp_path, IMAGE_RECORDS, {
+        0: {"step1_batch": batch, "step1_grads": VL_GRADS, "step1_no_grad": {}},
+        1: {"step1_batch": [asdict(item) for item in [*TEXT, GRID]]}})
+    problems, verified, unknown = prove_media(observed, CFG, data)
+    assert problems == [] and unknown == []
+    assert verified == ["image reached forward (pixel_values [16, 1176] on rank 0) and model.visual got a gradient "
+                        "(norm 5.0e-03) at step 1"]
+
+
+@pytest.mark.parametrize(("record", "cause"), [
+    ({"step1_grads": VL_GRADS}, "the observer recorded no step-1 batch"),
+    ({"step1_batch": {"error": "OSError: disk full"}, "step1_grads": VL_GRADS}, "rank 0: OSError: disk full"),
+    ({"step1_batch": [], "step1_grads": {"error": "RuntimeError: gather"}}, "step-1 gradients (RuntimeError: gather)"),
+])
+def test_missing_observations_are_not_evaluated_never_passed(tmp_path: Path, record: dict, cause: str) -> None:
+    observed, data = _run(tmp_path, IMAGE_RECORDS, {0: record})
+    problems, verified, unknown = prove_media(observed, CFG, data)
+    assert problems == [] and verified == []
+    assert unknown and unknown[0].startswith("image: could not evaluate") and cause in unknown[0]
+
+
+def test_text_only_data_has_nothing_to_prove(tmp_path: Path) -> None:
+    records = [{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}]
+    observed, data = _run(tmp_path, records, {})
+    assert prove_media(observed, CFG, data) == ([], [], [])
