@@ -31,7 +31,9 @@ from typing import Any
 from hooks.data.sample import build_demo_dataset
 from hooks.tiny.common import TinyParts
 
-BUILD_VERSION = 2  # 2: Gemma 3n's pad embedding row is no longer zero (NaN gradients in padded batches)
+# 2: Gemma 3n's pad embedding row is no longer zero (NaN gradients in padded batches); 3: Gemma 3's image
+# projection is drawn, not zeros (no vision-tower gradient at step 1)
+BUILD_VERSION = 3
 MARKER = ".tiny-build.json"
 
 
