@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                         "train a sub-model of the published class (default: the one the hidden options name)")
     parser.add_argument("--trained-submodule", default=os.environ.get("MSMM_TRAINED_SUBMODULE") or None,
                         help="the sub-model of the published class your trainer builds, e.g. thinker "
-                             "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides)")
+                             "(default: $MSMM_TRAINED_SUBMODULE, else the checkout's in-repo plugin decides, else "
+                             "the classes show it: hooks.model.stages)")
     parser.add_argument("--sample-builder", default="", metavar="PATH.py:FUNCTION",
                         help="your image function, for a release that ships no image preprocessing "
                              "(python -m hooks.data.builder MODEL_DIR --skeleton FILE writes one to fill in)")

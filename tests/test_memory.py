@@ -261,7 +261,7 @@ def test_qwen3_vl_30b_lands_within_one_setting_of_mindspeed_mm_example(shapes) -
 
 
 def test_cli_prints_markdown_and_json(shapes, monkeypatch, capsys) -> None:
-    monkeypatch.setattr(cluster, "model_shapes", lambda path, trust_remote_code=False: shapes[QWEN25_7B])
+    monkeypatch.setattr(cluster, "model_shapes", lambda path, trust_remote_code=False, **_: shapes[QWEN25_7B])
     assert cluster.main([str(FULL_CONFIGS / QWEN25_7B)]) == 0
     assert "| settings | 1 node(s), fully_shard_parallel_size auto |" in capsys.readouterr().out
     assert cluster.main([str(FULL_CONFIGS / QWEN25_7B), "--nodes", "2", "--json"]) == 0

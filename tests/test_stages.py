@@ -51,13 +51,18 @@ def thinker() -> probe_mod.ModelFacts:
     return probe(OMNI, with_processor=False, trained_submodule="thinker")
 
 
-def test_published_class_without_input_embeddings_probes_whole(tmp_path: Path) -> None:
-    """No trained sub-model named, no checkout: the whole published class, on the meta device, no crash."""
+def test_published_class_without_input_embeddings_trains_its_thinker(tmp_path: Path,
+                                                                      thinker: probe_mod.ModelFacts) -> None:
+    """No trained sub-model named, no plugin in the checkout: the published class (no forward of its own, no input
+    embeddings) is not planned whole; the classes show the thinker (issue 33), built on the meta device, no crash.
+
+    Before issue 33 this planned the whole bundle (``thinker.model.layers.{*}``, ``talker.model.layers.{*}``): a
+    class whose forward returns no loss, with patterns that match nothing the trainer builds."""
     facts = probe(OMNI, with_processor=False, checkout=tmp_path)  # a folder with no plugins
-    assert facts.architecture == "Qwen3OmniMoeForConditionalGeneration" and facts.trained_submodule == {}
+    assert facts.architecture == "Qwen3OmniMoeThinkerForConditionalGeneration"
+    assert facts.trained_submodule["name"] == "thinker" and "read off the classes" in facts.trained_submodule["reason"]
     assert facts.build == {}  # built on the meta device, nothing failed
-    assert facts.plan["problems"] == []
-    assert {"thinker.model.layers.{*}", "talker.model.layers.{*}"} <= set(facts.plan["apply_modules"])
+    assert facts.plan == thinker.plan  # the same plan as the user's answer gives
 
 
 def test_thinker_plan_matches_the_example_yaml(thinker: probe_mod.ModelFacts) -> None:

@@ -19,8 +19,11 @@ from hooks.model.memory_plan import plan_memory
 from hooks.model.memory_text import markdown
 
 
-def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelShapes:
-    """Build ``model_dir``'s model on the meta device (config.json alone suffices) and read its shapes."""
+def model_shapes(model_dir: Path, *, trust_remote_code: bool = False, trained_submodule: str = "") -> ModelShapes:
+    """Build ``model_dir``'s model on the meta device (config.json alone suffices) and read the shapes of the model
+    the trainer trains: the sub-model the frozen facts name (``trained_submodule``, ``ModelFacts.trained_submodule``),
+    else the one ``MSMM_TRAINED_SUBMODULE`` names, else the one the classes show (``stages.understanding_stage``:
+    Qwen-Omni's thinker), as the probe chose it."""
     from hooks.compat import ensure_torchvision
 
     ensure_torchvision()
@@ -34,8 +37,9 @@ def model_shapes(model_dir: Path, *, trust_remote_code: bool = False) -> ModelSh
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     with _gc_paused():
         model, how, _ = build_structure(cls, config, model_dir)
-        # The sub-model the user says the trainer builds (the probe's plugin-read choice needs a checkout: not here).
-        model, config, _ = select_stage(model, config, trained_submodule=os.environ.get("MSMM_TRAINED_SUBMODULE"))
+        # The probe's plugin-read choice needs a checkout: the copy hands it over as the frozen facts' name.
+        named = trained_submodule or os.environ.get("MSMM_TRAINED_SUBMODULE") or None
+        model, config, _ = select_stage(model, config, trained_submodule=named)
         table = module_table(model)
         notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
         return shapes_of(model, table, derive_plan(table), config, model_dir.name, notes)
@@ -51,12 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cutoff-len", type=int, default=CUTOFF_LEN)
     parser.add_argument("--micro-batch-size", type=int, default=1)
     parser.add_argument("--trust-remote-code", action="store_true")
+    parser.add_argument("--trained-submodule", default="", metavar="NAME",
+                        help="the sub-model the trainer builds (the copy's frozen facts; default: "
+                             "$MSMM_TRAINED_SUBMODULE, else the one the classes show, as the probe picks it)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     args = parser.parse_args(argv)
     from hooks.model.build import ProbeError
 
     try:
-        shapes = model_shapes(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code)
+        shapes = model_shapes(args.model_dir.resolve(), trust_remote_code=args.trust_remote_code,
+                              trained_submodule=args.trained_submodule)
     except ProbeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

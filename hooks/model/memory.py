@@ -511,7 +511,7 @@ def model_profiles(model: Any, plan: Plan, dims: Dims, config: Any) -> dict[str,
     sliding = "sliding_attention" in (getattr(text, "layer_types", None) or [])
     out: dict[str, LayerProfile] = {}
     names = [n for n, _ in model.named_modules() if n and any(module_name_match(p, n) for p in plan.recompute_modules)]
-    towers = plan.vision_towers
+    towers = list(plan.towers)  # encoder layers (images, audio) are costed alike
     for name in names:
         kind = "vision" if any(name == t or name.startswith(t + ".") for t in towers) else "text"
         if kind not in out:
@@ -559,7 +559,9 @@ class ModelShapes:
     name: str
     shapes: list[ParamShape]
     dims: Dims
-    vision_towers: list[str]
+    # Every tower besides the language tower (``Plan.towers``: media encoders and connectors alike): their blocks
+    # are costed as encoder layers, and freezing them is the plan's last resort before CPU offload.
+    towers: list[str]
     ep_modules: list[str]
     apply_modules: list[str]
     notes: list[str] = field(default_factory=list)
@@ -581,7 +583,7 @@ def shapes_of(model: Any, table: ModuleTable, plan: Plan, config: Any, name: str
     """What the plan needs of a built (meta) model, its module table and its FSDP2/EP plan."""
     dims = dims_from_config(config)
     return ModelShapes(name=name, shapes=param_shapes(model, table, plan), dims=dims,
-                       vision_towers=plan.vision_towers, ep_modules=plan.ep_modules,
+                       towers=list(plan.towers), ep_modules=plan.ep_modules,
                        apply_modules=plan.apply_modules, notes=notes,
                        profiles=model_profiles(model, plan, dims, config),
                        recomputable=bool(plan.recompute_modules))

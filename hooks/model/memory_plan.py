@@ -127,8 +127,8 @@ def breakdown(model: ModelShapes, s: Settings, devices_per_node: int, cutoff_len
               meta_init: bool = False) -> Breakdown:
     world = s.nodes * devices_per_node
     layout = Layout(world, s.fully_shard_parallel_size, s.expert_parallel_size)
-    frozen_vision = bool(model.vision_towers) and all(
-        any(module_name_match(f, v) for f in s.freeze) for v in model.vision_towers)
+    frozen_vision = bool(model.towers) and all(
+        any(module_name_match(f, v) for f in s.freeze) for v in model.towers)
     act_r = activations(model.dims, cutoff_len, recompute=model.recomputable, vision_frozen=frozen_vision,
                         profiles=model.profiles)
     act_n = activations(model.dims, cutoff_len, recompute=False, vision_frozen=frozen_vision, profiles=model.profiles)
@@ -176,7 +176,7 @@ def _ladder(model: ModelShapes, nodes: int, devices_per_node: int) -> list[Setti
     """Settings to try at one node count, least intrusive first (see the module docstring)."""
     world = nodes * devices_per_node
     fsdps = [devices_per_node, world] if nodes > 1 else [world]
-    freeze = tuple(model.vision_towers)
+    freeze = tuple(model.towers)
     levels = [((), False), (freeze, False), ((), True), (freeze, True)] if freeze else [((), False), ((), True)]
     out = []
     for frz, offload in levels:
@@ -308,7 +308,7 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
         found = _search(model, more, **search, intrusive=False)
         if found is None:
             s = Settings(nodes, nodes * devices_per_node, max(_ep_sizes(model, nodes * devices_per_node)),
-                         tuple(model.vision_towers), True)
+                         tuple(model.towers), True)
             b = breakdown(model, s, devices_per_node, cutoff_len, meta_init=meta_init)
             verdict = f"does not fit on up to {MAX_NODES} nodes"
         else:
@@ -335,12 +335,12 @@ def plan_memory(model: ModelShapes, *, devices_per_node: int = 8, device_memory_
                      f"over {world // ep} ranks "
                      "(expert_fully_shard_parallel_size default); it shrinks the MoE layers' all-gather, not the "
                      "sharded states. Off NPU set ep_plan.use_npu_fused_ops: false.")
-    if model.vision_towers and not s.freeze:
+    if model.towers and not s.freeze:
         frozen = breakdown(model, Settings(s.nodes, s.fully_shard_parallel_size, s.expert_parallel_size,
-                                           tuple(model.vision_towers), s.cpu_offload), devices_per_node, cutoff_len,
+                                           tuple(model.towers), s.cpu_offload), devices_per_node, cutoff_len,
                            meta_init=meta_init)
         saved = b.device_total(1) - frozen.device_total(1)
-        notes.append(f"model.freeze stays [] (training the vision tower fits). Freezing {model.vision_towers} would "
+        notes.append(f"model.freeze stays [] (training the vision tower fits). Freezing {model.towers} would "
                      f"save {size_text(saved)} per device (its grads, optimizer states and activations); "
                      "MindSpeed-MM's own Qwen3-VL examples freeze model.visual by choice, to fine-tune the "
                      "language side only.")

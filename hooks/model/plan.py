@@ -35,6 +35,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from hooks.model.matching import generalize, module_name_match
+from hooks.model.modality import tower_medium
 
 _BLOCK_CLASS = re.compile(r"(Layer|Block)$")
 _EXPERTS_CLASS = re.compile(r"Experts$")
@@ -117,14 +118,19 @@ class PatternReport:
 
 @dataclass
 class Plan:
-    """Everything the templates need; every list is in emission order."""
+    """Everything the templates need; every list is in emission order.
+
+    Towers are typed by the medium they encode (``hooks.model.modality.tower_medium``), never assumed visual:
+    Qwen2-Audio's ``audio_tower`` is an audio encoder, Idefics2's perceiver ``connector`` encodes no medium of
+    its own, and a bundle's talker or vocoder (were the published class planned whole) is no encoder at all.
+    """
 
     apply_modules: list[str]
     recompute_modules: list[str]
     ep_modules: list[str]
     hook_modules: list[str]
-    freeze_proposal: list[str]
-    vision_towers: list[str]
+    freeze_proposal: list[str]  # the media encoders (``encoder_towers``): what a user may choose to freeze
+    vision_towers: list[str]  # the towers that encode images and videos (medium "vision") only
     language_tower: str | None
     reports: list[PatternReport]
     non_root_share: float
@@ -132,6 +138,14 @@ class Plan:
     # Classes whose forward takes neither past_key_values nor **kwargs: MindSpeed-MM's recompute wrapper
     # passes past_key_values=None, so blocks holding them are left out (all of them: recompute false).
     recompute_left_out: list[str] = field(default_factory=list)
+    # Every tower besides the language tower -> the medium it encodes ("vision", "audio"), "" for one whose name
+    # names none (a connector, a talker, a vocoder); in emission order. Plans frozen before it have none.
+    towers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def encoder_towers(self) -> dict[str, str]:
+        """The media encoders among ``towers``: name -> "vision"/"audio"."""
+        return {name: medium for name, medium in self.towers.items() if medium}
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -308,7 +322,8 @@ def derive_plan(table: ModuleTable) -> Plan:
     if language is not None and (inner := _language_body(table, language, towers[language])) != language:
         towers[inner] = towers.pop(language)
         language = inner
-    vision = [t for t in towers if t != language]
+    vision = [t for t in towers if t != language]  # every tower but the language tower: units before it
+    media = {t: tower_medium(t) or "" for t in vision}
     container_names = {c.name for c in containers}
 
     ordered: list[str] = []
@@ -342,13 +357,14 @@ def derive_plan(table: ModuleTable) -> Plan:
         recompute_modules=recompute,
         ep_modules=ep_modules,
         hook_modules=hook_modules,
-        freeze_proposal=vision[:],
-        vision_towers=vision,
+        freeze_proposal=[t for t in vision if media[t]],
+        vision_towers=[t for t in vision if media[t] == "vision"],
         language_tower=language,
         reports=reports,
         non_root_share=share,
         problems=problems,
         recompute_left_out=sorted(set().union(*refused.values())),
+        towers=media,
     )
 
 

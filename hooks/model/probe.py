@@ -34,8 +34,9 @@ from hooks.model.build import (
 )
 from hooks.model.coverage import check_covered
 from hooks.model.loading import is_custom_model, load_config_and_class
+from hooks.model.modality import input_medium
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
-from hooks.model.stages import embeddings
+from hooks.model.stages import embeddings, forward_facts
 from hooks.model.stages import select as select_stage
 from hooks.model.weights import weights_error
 
@@ -342,21 +343,6 @@ def attention_set_by_model(model: Any) -> dict[str, str]:
     return out
 
 
-def forward_facts(cls: type) -> tuple[list[str], bool, bool]:
-    """Forward parameters, whether it takes ``**kwargs``, and whether it can return ``.loss``."""
-    sig = inspect.signature(cls.forward)
-    params = [p for p in sig.parameters if p != "self"]
-    has_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
-    try:
-        source = inspect.getsource(cls.forward)
-    except (OSError, TypeError):
-        source = ""
-    # Ovis2's forward computes nothing itself: it hands ``labels=labels`` to its language model, which does
-    hands_on = re.search(r"\blabels\s*=\s*labels\b", source) is not None
-    returns_loss = "labels" in params and ("loss" in source or hands_on)
-    return [p for p in params if sig.parameters[p].kind is not inspect.Parameter.VAR_KEYWORD], has_kwargs, returns_loss
-
-
 MEDIA_PREFIXES = ("pixel", "image", "video")
 
 
@@ -559,6 +545,18 @@ def ignored_media_text(facts: ModelFacts) -> str:
             "the model and it would train on text alone")
 
 
+def towers_text(plan: dict[str, Any]) -> str:
+    """The plan's towers with the medium each encodes (``Plan.towers``), then the language tower; plans frozen
+    before the media were recorded list their ``vision_towers`` as they were."""
+    towers = plan.get("towers")
+    if towers is None:
+        towers = {name: "vision" for name in plan.get("vision_towers") or []}
+    parts = [f"{name} ({medium or 'no medium: not an encoder'})" for name, medium in towers.items()]
+    if plan.get("language_tower"):
+        parts.append(f"{plan['language_tower']} (language)")
+    return ", ".join(parts) or "none found"
+
+
 def render_table(facts: ModelFacts) -> str:
     """Human-readable summary for the terminal and MIGRATION.md."""
     plan = facts.plan
@@ -571,6 +569,9 @@ def render_table(facts: ModelFacts) -> str:
         f"no_split         {', '.join(facts.no_split_modules)}",
         f"media tokens     {facts.media_tokens}",
         f"processor        {_processor_line(facts.processor)}",
+        f"towers           {towers_text(plan)}",
+        *([f"trains           {stage['name']} of {stage['published_class']} only: {stage['reason']}"]
+          if (stage := facts.trained_submodule) else []),
         "",
         f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
     ]
@@ -580,7 +581,7 @@ def render_table(facts: ModelFacts) -> str:
         f"share of parameters in non-root units: {plan['non_root_share']:.1%}",
         f"recompute        {plan['recompute_modules']}",
         f"expert parallel  {plan['ep_modules'] or 'none (dense)'}",
-        f"freeze proposal  {plan['freeze_proposal']} (not applied by default)",
+        f"freeze proposal  {plan['freeze_proposal']} (media encoders; not applied by default)",
     ]
     lines += [f"PROBLEM: {p}" for p in plan["problems"]]
     return "\n".join(lines)
@@ -594,7 +595,7 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     import textwrap
 
     plan, proc = facts.plan, facts.processor
-    media = [p for p in facts.forward_params if p.startswith(("pixel", "image", "video")) or "grid" in p]
+    media = [p for p in facts.forward_params if input_medium(p) or "grid" in p]
     processor = (f"{proc['class']}, chat template {'yes' if proc.get('has_chat_template') else 'no'}, "
                  f"image token {proc.get('image_token')!r}" if "class" in proc else f"not loaded ({proc.get('error')})")
     stage = facts.trained_submodule
@@ -604,6 +605,7 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
         ("parameters", f"{facts.num_parameters:,}; tied embeddings {'yes' if facts.tie_word_embeddings else 'no'}"),
         ("processor", processor),
         ("media inputs", ", ".join(media) or "none in forward()"),
+        ("towers", towers_text(plan)),
         ("FSDP2 units", f"{len(plan['apply_modules'])} patterns, {plan['non_root_share']:.1%} of parameters "
                         "outside the root"),
         ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "

@@ -93,10 +93,11 @@ def facts_of(model_path: str, python: str, trust_remote_code: bool, builder: str
 
 @functools.cache
 def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_per_node: int,
-                device_memory_gb: float, nodes: int, cutoff_len: int = 0) -> str:
+                device_memory_gb: float, nodes: int, cutoff_len: int = 0, trained_submodule: str = "") -> str:
     """The memory plan for the answered cluster and samples of ``cutoff_len`` tokens (the probe's ``cluster``
     mode, ``hooks.model.cluster``, in the training interpreter, the model built on the meta device), frozen
-    into the answers file; "{}" when it cannot run
+    into the answers file; ``trained_submodule``: the sub-model the probe planned (its facts' name, which a
+    checkout's plugin may have chosen), planned here too; "{}" when it cannot run
     (an update whose model folder is gone keeps the plan it recorded, or renders without one)."""
     from hooks.model.memory import CUTOFF_LEN, DEFAULT_CLUSTER, SUMMARY_KEYS
 
@@ -110,7 +111,8 @@ def memory_plan(model_path: str, python: str, trust_remote_code: bool, devices_p
         return "{}"
     cmd = [str(python), "-m", "hooks.probe", "cluster", str(folder), "--json",
            "--devices-per-node", str(devices_per_node), "--device-memory-gb", str(device_memory_gb),
-           "--nodes", str(nodes), "--cutoff-len", str(int(cutoff_len) or CUTOFF_LEN)]
+           "--nodes", str(nodes), "--cutoff-len", str(int(cutoff_len) or CUTOFF_LEN),
+           *(["--trained-submodule", str(trained_submodule)] if trained_submodule else [])]
     try:
         done = subprocess.run([*cmd, *(["--trust-remote-code"] if trust_remote_code else [])], capture_output=True,
                               text=True, env=env_with_hooks(), check=False, preexec_fn=die_with_parent,

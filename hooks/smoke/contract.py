@@ -34,7 +34,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +85,7 @@ class WorkerArgs:
     timeout_s: int
     store_path: str
     result_dir: str
+    stage: dict[str, str] = field(default_factory=dict)  # the trained sub-model (ModelFacts.trained_submodule)
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,6 +110,7 @@ def run_contract_smoke(
     fork: bool = False,
     progress: Progress | None = None,
     log_path: Path | None = None,
+    stage: dict[str, str] | None = None,
 ) -> SmokeResult:
     """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it.
 
@@ -116,6 +118,7 @@ def run_contract_smoke(
     caller that has already imported torch and transformers (a test session smoking many models)
     saves their import time per rank. The CLI and the post-generation task start fresh processes.
     ``progress`` gets rank 0's iterations as they happen; ``log_path`` keeps every rank's log.
+    ``stage``: the sub-model the trainer trains where the folder's class bundles several (Qwen-Omni's thinker).
     """
     result = SmokeResult(mode="contract", iterations_expected=steps)
     problem = _check_inputs(model_dir, data_json, steps, nproc, param_dtype)
@@ -138,6 +141,7 @@ def run_contract_smoke(
             timeout_s=timeout_s,
             store_path=str(work / "store"),
             result_dir=str(work),
+            stage=dict(stage or {}),
         )
         args_path = work / "args.json"
         args_path.write_text(json.dumps(asdict(args)))
@@ -271,7 +275,7 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     )
     mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (world,))
     dtype = getattr(torch, _DTYPES[args.param_dtype])
-    model = _load_model(Path(args.model_dir), args.trust_remote_code)
+    model = _load_model(Path(args.model_dir), args.trust_remote_code, args.stage)
     # requires_grad as the model's own __init__ left it: Qwen2-Audio's sinusoidal embed_positions is fixed
     shapes = [(name, tuple(p.shape), p.requires_grad) for name, p in model.named_parameters()]
     _apply_freeze(model, args.freeze)
@@ -340,11 +344,22 @@ def _peak_rss_mb() -> float:
 # ---- model -------------------------------------------------------------------------------------
 
 
-def _load_model(model_dir: Path, trust_remote_code: bool) -> nn.Module:
-    """Load in fp32 like MindSpeed-MM; prefer sdpa, fall back to eager and to the config's class."""
+def _load_model(model_dir: Path, trust_remote_code: bool, stage: dict[str, str] | None = None) -> nn.Module:
+    """Load in fp32 like MindSpeed-MM; prefer sdpa, fall back to eager and to the config's class. ``stage``: the
+    trained sub-model of a bundle, built from its sub-config with its weights (``hooks.model.stages``)."""
     import torch
 
     errors: list[str] = []
+    if stage and stage.get("name"):
+        from hooks.model.stages import load_trained
+
+        for attn in ("sdpa", "eager"):
+            try:
+                return load_trained(model_dir, stage, trust_remote_code=trust_remote_code, dtype=torch.float32,
+                                    attn_implementation=attn)
+            except (ValueError, ImportError, KeyError, TypeError, AttributeError, OSError) as exc:
+                errors.append(f"{stage.get('class')}(attn={attn}): {type(exc).__name__}: {exc}")
+        raise ContractError("could not load the model: " + " | ".join(errors))
     for name, cls in _model_classes(model_dir, trust_remote_code):
         for attn in ("sdpa", "eager"):
             try:

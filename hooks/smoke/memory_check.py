@@ -120,9 +120,9 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
         act = rec["activations"]
         recompute = bool(act.get("recompute"))
         saved = SavedBytes(layers=act["layers"], rows=act["rows"], shared=act["shared"], other=act["other"])
-        want = predicted(saved, shapes.profiles, shapes.vision_towers, recompute=recompute, act_bytes=width)
+        want = predicted(saved, shapes.profiles, shapes.towers, recompute=recompute, act_bytes=width)
         for kind in ("text", "vision"):
-            names = [n for n in saved.layers if layer_kind(n, shapes.vision_towers) == kind and n in want]
+            names = [n for n in saved.layers if layer_kind(n, shapes.towers) == kind and n in want]
             if not names:
                 continue
             worst = max(abs(want[n] - saved.layers[n]) / max(saved.layers[n], want[n], 1) for n in names)
@@ -133,7 +133,7 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
                                                f"{', recompute' if recompute else ''}, {dtype})",
                          "predicted": sum(want[n] for n in names), "measured": sum(saved.layers[n] for n in names),
                          "note": f"worst layer {worst:.1%} off"})
-        text = [n for n in saved.layers if layer_kind(n, shapes.vision_towers) == "text"]
+        text = [n for n in saved.layers if layer_kind(n, shapes.towers) == "text"]
         tokens = max((saved.rows.get(n, 0) for n in text), default=0)
         b = breakdown(shapes, Settings(1, nproc, ep, freeze), nproc, max(tokens, 1), meta_init=meta)
         activations = sum(want.values()) + tokens * shapes.dims.vocab * LOGIT_BYTES
@@ -197,8 +197,8 @@ def measure_in_process(model_dir: Any, *, recompute: bool, trust_remote_code: bo
         loss = model(**batch, use_cache=False).loss
     loss.backward()
     result = meter.result
-    return {"measured": result, "predicted": predicted(result, profiles, plan.vision_towers, recompute=recompute),
-            "towers": plan.vision_towers}
+    return {"measured": result, "predicted": predicted(result, profiles, list(plan.towers), recompute=recompute),
+            "towers": list(plan.towers)}
 
 
 def _checkpointed(forward: Any, checkpoint: Any) -> Any:

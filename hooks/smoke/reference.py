@@ -8,8 +8,10 @@ independent reference:
 
 - **the model** is the class from the model folder (``hooks.model.loading``: transformers' class or the
   folder's own code), never the generated plugin, with the weights of the folder the trainer loaded
-  (the observer checks those are the same tensors); parameters are cast to the smoke's compute dtype
-  (``fsdp_plan.param_dtype``) as FSDP2's mixed precision casts them, buffers are left as they are;
+  (the observer checks those are the same tensors); where the trainer trains one stage of a bundle
+  (Qwen-Omni's thinker, ``ModelFacts.trained_submodule``), that stage's own class from its sub-config;
+  parameters are cast to the smoke's compute dtype (``fsdp_plan.param_dtype``) as FSDP2's mixed precision
+  casts them, buffers are left as they are;
 - **the loss** of each rank's micro-batch is the model's own ``.loss``; the framework's reduction
   (``features.loss_cfg.loss_type``) is then applied explicitly and named: ``default``/``per_sample_loss``
   average the ranks' per-micro-batch losses (at micro-batch 1 a sample's token mean is the micro-batch's),
@@ -147,20 +149,22 @@ def _matches(patterns: list[str], name: str) -> bool:
     return any(module_name_match(p, name) or name.startswith(p + ".") for p in patterns)
 
 
-def build_reference(model_dir: Path, cfg: dict[str, Any], attributes: dict[str, Any]) -> tuple[Any, Any]:
-    """(fp32 master model, compute copy): the folder's own class and weights, frozen as the YAML says."""
+def build_reference(model_dir: Path, cfg: dict[str, Any], attributes: dict[str, Any],
+                    stage: dict[str, str] | None = None) -> tuple[Any, Any]:
+    """(fp32 master model, compute copy): the folder's own class and weights, frozen as the YAML says; where the
+    trainer trains one stage of a bundle (``stage``: ``ModelFacts.trained_submodule``), that stage's own class,
+    built from its sub-config with the folder's ``<name>.*`` tensors (``hooks.model.stages.load_trained``)."""
     import copy
 
     import torch
 
-    from hooks.model.loading import load_config_and_class
+    from hooks.model.stages import load_trained
 
     model_cfg = cfg.get("model") or {}
     trust = bool(model_cfg.get("trust_remote_code"))
-    _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     attn = model_cfg.get("attn_implementation")
     kwargs = {"attn_implementation": attn} if attn else {}
-    master = cls.from_pretrained(str(model_dir), dtype=torch.float32, trust_remote_code=trust, **kwargs)
+    master = load_trained(model_dir, stage, trust_remote_code=trust, dtype=torch.float32, **kwargs)
     # fp32 masters throughout: a sub-model the class builds in its own config's dtype (Ovis2's visual tokenizer,
     # bf16 by AutoModel.from_config) is fp32 in the trainer too (the plugin drops that dtype)
     master = master.float()
@@ -227,7 +231,8 @@ def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equiva
         return result
     if built is None:
         torch.manual_seed(0)
-    master, work = built or build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {})
+    master, work = built or build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
+                                            spec.get("stage") or {})
     result.dropout_off = dropout_off(work)  # as the smoke's ranks run (hooks/smoke/observer)
     optimizer = _optimizer(master, training, spec.get("defaults") or {})
     clip = float(training.get("clip_grad") if training.get("clip_grad") is not None else
@@ -423,7 +428,7 @@ def recorded_mark(observed: Path, rank: int) -> Path:
 
 
 def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: Path, python: str, ranks: int,
-                    attributes: dict[str, Any] | None = None) -> Any:
+                    attributes: dict[str, Any] | None = None, stage: dict[str, str] | None = None) -> Any:
     """Start the reference beside the trainer (niced): it imports and builds the model's own class while the
     trainer runs, then replays as soon as each of the ``ranks`` has recorded its batches (the trainer's last
     steps and its exit then overlap the replay), or once ``observed/reference_after`` says ``GO`` (the trainer
@@ -437,7 +442,7 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
     spec, out, after = (observed / name for name in ("reference_spec.json", "reference.json", "reference_after"))
     spec.write_text(json.dumps({"config": str(config), "model_dir": str(model_dir), "observed": str(observed),
                                 "attributes": attributes or {}, "defaults": training_defaults(mm_home),
-                                "ranks": ranks}))
+                                "ranks": ranks, "stage": stage or {}}))
     out.unlink(missing_ok=True)
     after.unlink(missing_ok=True)
 
@@ -454,14 +459,14 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
 SHAPES = "model_shapes.pkl"
 
 
-def write_shapes(model_dir: Path, cfg: dict[str, Any], observed: Path) -> None:
+def write_shapes(model_dir: Path, cfg: dict[str, Any], observed: Path, stage: str = "") -> None:
     """The trained model's shapes for the smoke's shard and memory checks, read here, beside the trainer, where
     torch and transformers are imported anyway: the smoke's own process then never imports them (~4 s on a
     2-core host, issue 25's bench). Pickled: the same dataclasses, read back by the same code."""
     import pickle
 
     partial = observed / f"{SHAPES}.tmp"
-    partial.write_bytes(pickle.dumps(_build_shapes(model_dir, cfg), protocol=4))
+    partial.write_bytes(pickle.dumps(_build_shapes(model_dir, cfg, stage), protocol=4))
     partial.replace(observed / SHAPES)
 
 
@@ -472,14 +477,18 @@ def smoke_shapes(observed: Path | None, model_dir: Path, cfg: dict[str, Any]) ->
     path = observed / SHAPES if observed else None
     if path is not None and path.is_file():
         return pickle.loads(path.read_bytes())
-    return _build_shapes(model_dir, cfg)
+    spec = observed / "reference_spec.json" if observed else None  # the trained sub-model, as the smoke said
+    stage = (json.loads(spec.read_text()).get("stage") or {}) if spec is not None and spec.is_file() else {}
+    return _build_shapes(model_dir, cfg, stage.get("name") or "")
 
 
-def _build_shapes(model_dir: Path, cfg: dict[str, Any]) -> Any:
-    """The trained model's ``ModelShapes``, built on the meta device (``hooks.model.cluster``)."""
+def _build_shapes(model_dir: Path, cfg: dict[str, Any], stage: str = "") -> Any:
+    """The trained model's ``ModelShapes``, built on the meta device (``hooks.model.cluster``): the sub-model
+    ``stage`` where the smoke trains one stage of the folder's model."""
     from hooks.model.cluster import model_shapes
 
-    return model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")))
+    return model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")),
+                        trained_submodule=stage)
 
 
 def go_reference(observed: Path) -> None:
@@ -565,10 +574,12 @@ def main(argv: list[str] | None = None) -> int:
             torch.manual_seed(0)
             cfg = yaml.safe_load(Path(spec["config"]).read_text())
             try:
-                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]))
+                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]),
+                             (spec.get("stage") or {}).get("name") or "")
             except Exception:  # noqa: BLE001 - the smoke then builds them itself
                 traceback.print_exc(file=sys.stderr)
-            built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {})
+            built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
+                                    spec.get("stage") or {})
             if _wait_for(args.after, args.timeout, int(spec.get("ranks") or 0)) != GO:
                 return 0
         result = replay(spec, built)

@@ -114,6 +114,7 @@ def run_smoke(
             progress=progress, sdpa=(facts.get("attention") or {}).get("sdpa", True),
             ignored_settings=str(answers.get("ignored_settings") or "stop"),
             attributes=(facts.get("processor") or {}).get("model_attributes") or {},
+            stage=facts.get("trained_submodule") or {},
         )
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke
@@ -128,7 +129,7 @@ def run_smoke(
         inputs.model_dir, plans["apply_modules"], freeze=plans["freeze"], recompute=plans["recompute"],
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
         trust_remote_code=bool(answers.get("trust_remote_code")), progress=progress,
-        log_path=inputs.work_dir / "contract_smoke.log",
+        log_path=inputs.work_dir / "contract_smoke.log", stage=facts.get("trained_submodule") or {},
     )
     return result, inputs, note
 

@@ -296,11 +296,14 @@ def run_framework_smoke(
     sdpa: bool = True,
     ignored_settings: str = "stop",
     attributes: dict[str, Any] | None = None,
+    stage: dict[str, str] | None = None,
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses.
 
     ``attributes``: what the model's own ``chat()`` sets on the model before ``forward`` (the code
     convention); the loss-equivalence reference sets them on its own build of the model's class.
+    ``stage``: the trained sub-model (``ModelFacts.trained_submodule``) where the folder's class bundles several:
+    the weight check reads the folder's ``<name>.*`` tensors, the reference builds that sub-model.
     """
     import yaml
 
@@ -325,14 +328,16 @@ def run_framework_smoke(
     observed = work_dir / "observe"
     shutil.rmtree(observed, ignore_errors=True)
     spec = work_dir / "observe.json"
-    spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve())}))
+    prefix = f"{stage['name']}." if stage and stage.get("name") else ""  # the trained sub-model's tensors in the folder
+    spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve()),
+                                "prefix": prefix}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
     from hooks.smoke.reference import go_reference, loss_equivalence, start_reference, stop_reference
 
     # The loss reference imports and builds the model's own class while the trainer runs (issue 24's cost).
     reference = start_reference(yaml_path, Path(model_dir).resolve(), observed, mm_home=Path(mm_home), python=python,
-                                ranks=nproc, attributes=attributes)
+                                ranks=nproc, attributes=attributes, stage=stage)
     try:
         run = launch_trainer(Path(mm_home), yaml_path, log_path=log_path, nproc=nproc, python=python, env=env,
                              timeout_s=timeout_s, progress=progress)

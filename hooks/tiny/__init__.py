@@ -39,7 +39,7 @@ MARKER = ".tiny-build.json"
 
 # The family modules, each exposing BUILDERS: dict[str, Callable[[], TinyParts]].
 FAMILY_MODULES = ("hooks.tiny.core", "hooks.tiny.llava", "hooks.tiny.idefics", "hooks.tiny.misc", "hooks.tiny.remote",
-                  "hooks.tiny.audio",
+                  "hooks.tiny.audio", "hooks.tiny.omni",
                   "hooks.tiny.prompt_vlm")
 
 

@@ -66,8 +66,12 @@ def _show_apply_lines() -> None:
         logger.addHandler(handler)
 
 
-def _file_tensors(model_dir: Path, model: Any) -> dict[str, tuple[Path, str]]:
-    """Model parameter name -> (file, key), through the model's own checkpoint key mapping."""
+def _file_tensors(model_dir: Path, model: Any, prefix: str = "") -> dict[str, tuple[Path, str]]:
+    """Model parameter name -> (file, key), through the model's own checkpoint key mapping.
+
+    ``prefix``: the trained sub-model's tensors in a bundle's folder (``thinker.``; the smoke's spec says it): the
+    trained model's names lack it, and the other stages' tensors (``talker.*``) are none of its parameters.
+    """
     from safetensors import safe_open
 
     mapping = getattr(model, "_checkpoint_conversion_mapping", None) or {}
@@ -75,7 +79,9 @@ def _file_tensors(model_dir: Path, model: Any) -> dict[str, tuple[Path, str]]:
     for path in sorted(model_dir.glob("*.safetensors")):
         with safe_open(str(path), "pt") as handle:
             for key in handle.keys():
-                name = key
+                if prefix and not key.startswith(prefix):
+                    continue
+                name = key[len(prefix):]
                 for pattern, repl in mapping.items():
                     name, hits = re.subn(pattern, repl, name)
                     if hits:
@@ -84,13 +90,14 @@ def _file_tensors(model_dir: Path, model: Any) -> dict[str, tuple[Path, str]]:
     return found
 
 
-def check_weights(model: Any, model_dir: Path) -> dict[str, Any]:
-    """A few parameters, gathered whole on every rank (a collective), equal to the files' tensors?"""
+def check_weights(model: Any, model_dir: Path, prefix: str = "") -> dict[str, Any]:
+    """A few parameters, gathered whole on every rank (a collective), equal to the files' tensors (those under
+    ``prefix`` where the trainer trains one stage of the folder's model)?"""
     import torch
     from safetensors import safe_open
 
     model = model.module if type(model).__name__ == "DistributedDataParallel" else model  # one rank: DDP
-    files = _file_tensors(model_dir, model)
+    files = _file_tensors(model_dir, model, prefix)
     named = [(n, p) for n, p in model.named_parameters() if n in files]
     if not named:
         return {"folder": str(model_dir), "checked": [], "mismatch": [],
@@ -144,7 +151,8 @@ def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrappe
                 spec = json.loads(spec_path.read_text())
                 out = Path(spec["out"])
                 try:
-                    _write(out, {"weights": check_weights(self.model, Path(spec["model_dir"]))})
+                    _write(out, {"weights": check_weights(self.model, Path(spec["model_dir"]),
+                                                          spec.get("prefix") or "")})
                 except Exception as err:  # noqa: BLE001 - reported, judged by the settings check
                     _write(out, {"weights": {"error": f"{type(err).__name__}: {err}", "checked": [], "mismatch": []}})
                 _dropout_off(self, out)
