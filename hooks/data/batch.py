@@ -48,14 +48,16 @@ SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[in
 
 
 # For a model that takes audio: (name, system, turns), a turn's clips given as demo tones (hooks.data.sample.demo_audio
-# indexes), its images as above. One clip, two clips of different pitch in one turn, a clip with an image (omni).
-AUDIO_SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]], list[int]]]]] = [
-    ("one audio", "", [("user", "What do you hear?", [], [0]), ("assistant", "A low tone.", [], [])]),
-    ("two audios", "", [("user", "Compare the two sounds.", [], [1, 2]),
+# index, seconds), its images as above. One clip, two clips of different pitch and length in one turn (the processor
+# pads them to the longer), a clip with an image (omni).
+AUDIO_SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]],
+                                               list[tuple[int, float]]]]]] = [
+    ("one audio", "", [("user", "What do you hear?", [], [(0, 1.5)]), ("assistant", "A low tone.", [], [])]),
+    ("two audios", "", [("user", "Compare the two sounds.", [], [(1, 1.5), (2, 2.5)]),
                         ("assistant", "The second is higher.", [], [])]),
 ]
-OMNI_SAMPLE = ("audio and image", "", [("user", "Does the sound match the picture?", [(64, 64, (200, 30, 30))], [3]),
-                                       ("assistant", "A red picture and a very high tone.", [], [])])
+OMNI_SAMPLE = ("audio and image", "", [("user", "Does the sound match the picture?", [(64, 64, (200, 30, 30))],
+                                        [(3, 1.5)]), ("assistant", "A red picture and a very high tone.", [], [])])
 
 VIDEO = ("video", "", [("user", "Describe the clip.", []), ("assistant", "A red square fades.", [])])
 VIDEO_FRAMES, VIDEO_FPS = 8, 4
@@ -106,9 +108,9 @@ def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str,
                 path = dest / f"s{index}_{len(images)}.png"
                 Image.new("RGB", (width, height), rgb).save(path)
                 images.append(path.name)
-            for tone in clips:
+            for tone, seconds in clips:
                 path = dest / f"a{index}_{len(audios)}.wav"
-                write_wav(path, demo_audio(tone)[0])
+                write_wav(path, demo_audio(tone, seconds)[0])
                 audios.append(path.name)
             messages.append({"role": role, "content": "<audio>" * len(clips) + "<image>" * len(pictures) + text})
         records.append({"messages": messages, "images": images, "name": name,
@@ -306,13 +308,19 @@ def own_trained(tokenizer: Any, ids: list[int], answers: list[str], end_of_turn:
     """Tokens the model's own format trains: each answer's text and the end-of-turn token right after it."""
     text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
     starts, spans, cursor = _char_starts(tokenizer, ids), [], 0
+    closing = [tokenizer.decode([t], skip_special_tokens=False)
+               for t in tokenizer(end_of_turn, add_special_tokens=False)["input_ids"]] if end_of_turn else []
     for answer in answers:
         begin = text.find(answer, cursor)
         if begin < 0:
             raise ValueError(f"answer {answer!r} not found in the model's own text")
         end = begin + len(answer)
-        if end_of_turn and text.startswith(end_of_turn, end):
-            end += len(end_of_turn)
+        # The end of turn as far as the text writes it there: Phi-4's template closes every answer with <|end|> and
+        # the conversation's last with <|end|><|endoftext|>; each closing token the model's format writes is trained.
+        for piece in closing:
+            if not text.startswith(piece, end):
+                break
+            end += len(piece)
         spans.append((begin, end))
         cursor = end
     return [any(starts[i] < e and starts[i + 1] > b for b, e in spans) or (starts[i] == starts[i + 1] and any(

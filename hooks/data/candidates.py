@@ -157,8 +157,7 @@ def _why_not_slots(facts: dict[str, Any]) -> str:
         return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
     if data_format is None:
         return facts.get("processor", {}).get("error") or "the model has no chat template"
-    if why := audio_unexpressible(facts):
-        return why
-    return "; ".join(data_format["chat"].get("problems") or []) or "its chat format is not slots"
+    return ("; ".join(data_format["chat"].get("problems") or []) or audio_unexpressible(facts)
+            or "its chat format is not slots")
 
 
