@@ -53,7 +53,7 @@ def media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str])
     facts["batch_keys"] = sorted(set(facts["batch_keys"]) | (set(out) & set(forward_params) - set(media.TEXT_KEYS)))
     if "token_type_ids" in out:
         pairs = zip(out["input_ids"][0].tolist(), out["token_type_ids"][0].tolist(), strict=True)
-        facts["token_types"] = {str(token): kind for token, kind in pairs if kind}
+        facts["token_types"].update({str(token): kind for token, kind in pairs if kind})
     if facts["video_item"] and getattr(processor, "video_processor", None) is not None:
         try:
             out = media._call(processor, [facts["item_prefix"] + facts["video_item"]], None, [[sample_video()]])
@@ -78,6 +78,9 @@ def audio_media_facts(processor: Any, chat: dict[str, Any], forward_params: list
                  sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000))
     out = media._call(processor, [chat["audio_item"]], None, None, [[sample_clip()]], media_format(chat, facts))
     facts["batch_keys"] = sorted(set(facts["batch_keys"]) | (set(out) & set(forward_params) - set(media.TEXT_KEYS)))
+    if "token_type_ids" in out:  # Gemma 3n marks its audio soft tokens (type 3) as it marks image ones
+        pairs = zip(out["input_ids"][0].tolist(), out["token_type_ids"][0].tolist(), strict=True)
+        facts["token_types"].update({str(token): kind for token, kind in pairs if kind})
 
 
 def sample_video(frames: int = 4, fps: float = 2.0) -> Any:
