@@ -291,6 +291,23 @@ def test_a_template_call_sample_trains_each_answer_and_matches_the_model_cards_c
         rt.build_sample(call, fmt, [("user", "<audio><audio>Two?"), ("assistant", "One.")], [], 1 << 30, waves[:1])
 
 
+def test_the_contract_smoke_encodes_template_call_samples(voxtral: Path) -> None:
+    """Without a framework checkout the contract smoke trains on the built-in tones, encoded as the plugin would."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.data.encoders import builtin_samples, encode, media_of
+
+    processor = AutoProcessor.from_pretrained(str(voxtral))
+    sample = builtin_samples(media_of(processor))[0]
+    batch = encode(processor, sample, voxtral)
+    assert tuple(batch["input_features"].shape) == (1, 128, 3000)
+    trained = batch["input_ids"][0][batch["labels"][0] != -100]
+    assert processor.tokenizer.decode(trained) == sample[-1]["content"][0]["text"] + "</s>"
+
+
 def test_the_length_preflight_builds_template_call_samples(voxtral: Path, tmp_path: Path) -> None:
     """A clip is 30 s of [AUDIO] to Voxtral: a record over cutoff_len is named before the copy, built as the plugin
     builds it."""
