@@ -2,7 +2,7 @@
 
 Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
 (``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
-conversation) and lets the model's processor build every sample, in one of six conventions
+conversation) and lets the model's processor build every sample, in one of seven conventions
 (``SampleFormat``) read off the processor at copy time:
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
@@ -12,6 +12,14 @@ conversation) and lets the model's processor build every sample, in one of six c
   The template may live on the tokenizer only, and a template that reads string content gets the
   processor's own image mark written into the text (Phi-3-vision: ``<|image_1|>``, numbered, and
   one string per processor call, as its model card's recipe does);
+- ``template``: the processor's own chat-template call builds the sample, tokens and media alike: its
+  ``__call__`` takes no clips, its ``apply_chat_template(conversation, tokenize=True, return_dict=True)``
+  reads each clip from a file named by its audio item (Voxtral, as its model card calls it). Each clip is
+  written as a WAV file (float32, lossless: the waveform the other conventions hand the processor) that the
+  call reads; a conversation ending in an answer is taken by the processor loaded in its training mode
+  (``load_mode``: mistral_common's ``ValidationMode.finetuning``), and the conversation before an answer by
+  the processor as its model card loads it (``TemplateCall``). Every answer through its end of turn is
+  trained, bounded by the same call on the conversation so far, as in ``chat``;
 - ``suffix``: the processor takes the answer as ``suffix=`` and returns the labels (PaliGemma);
 - ``prompt``: the processor builds the prompt (its own query when the record has none, as
   GOT-OCR2 does; the image where its image token stands, or placed by the processor itself, as
@@ -107,6 +115,8 @@ class SampleFormat:
     audio_keys: tuple[str, ...] = ()  # audio: the processor outputs forward takes (never laid over tokens)
     system_message: str = ""  # ``context``: the system message the model's chat() passes by default
     chat_format: str = ""  # ``context``: the chat format its generation config names (``chatml``)
+    load_mode: str = ""  # ``template``: the mode its processor is loaded in for samples that end in an answer
+    # (``module.Enum.member`` of its tokenizer's ``from_pretrained(mode=)``: mistral_common's ValidationMode.finetuning)
 
 
 @dataclass(frozen=True)
@@ -134,6 +144,50 @@ class ModelContext:
     tokenizer: Any
     make_context: Any  # (tokenizer, query, history, system, max_window_size, chat_format) -> (text, ids)
     image_dir: Path  # where each image is written as PNG for the model to open
+
+
+@dataclass(frozen=True)
+class TemplateCall:
+    """``template`` convention: the processor whose own chat-template call builds a sample, twice: loaded in its
+    training mode (``SampleFormat.load_mode``; it writes a conversation ending in an answer and the end of turn),
+    and as its model card loads it (``prompts``: a conversation ending in a user turn, the text before an answer;
+    the same processor when one mode takes both). Clips are written into ``audio_dir`` for the call to read."""
+
+    processor: Any
+    prompts: Any
+    audio_dir: Path
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.processor.tokenizer
+
+
+def audio_file(wave: Any, rate: int, folder: Path) -> str:
+    """``wave`` (float32 at ``rate``) as a float WAV file in ``folder`` named by its content: lossless, so the
+    template call reads back the very samples the clip was loaded as."""
+    import hashlib
+    import io
+
+    import soundfile
+
+    encoded = io.BytesIO()
+    soundfile.write(encoded, wave, rate, format="WAV", subtype="FLOAT")
+    path = Path(folder) / f"{hashlib.sha256(encoded.getvalue()).hexdigest()[:32]}.wav"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.part")
+        partial.write_bytes(encoded.getvalue())
+        partial.replace(path)
+    return str(path.resolve())
+
+
+def training_mode(load_mode: str) -> Any:
+    """``SampleFormat.load_mode`` (``module.Enum.member``) as the value the processor's ``from_pretrained(mode=)``
+    takes."""
+    import importlib
+
+    module, enum, member = load_mode.rsplit(".", 2)
+    return getattr(getattr(importlib.import_module(module), enum), member)
 
 
 def image_file(image: Any, folder: Path) -> str:
@@ -227,6 +281,8 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
                          "processor takes none")
     if fmt.kind == "chat":
         sample = _chat_sample(processor, turns, images, fmt, list(audios))
+    elif fmt.kind == "template":
+        sample = _template_sample(processor, fmt, turns, list(audios))
     elif fmt.kind == "suffix":
         sample = _suffix_sample(processor, turns, images)
     elif fmt.kind == "code":
@@ -343,6 +399,35 @@ def _chat_sample(processor: Any, turns: list[tuple[str, str]], images: list[Any]
                   owner.apply_chat_template(messages[:index], tokenize=False, add_generation_prompt=True))
         start, end = (_boundary(ids, run(text, index)["input_ids"][0], index) for text in (prompt, through))
         labels[start:end] = ids[start:end]
+    return {**dict(out.items()), "labels": labels.unsqueeze(0)}
+
+
+def _template_sample(call: TemplateCall, fmt: SampleFormat, turns: list[tuple[str, str]],
+                     audios: list[Any]) -> dict[str, Any]:
+    """The processor's own chat-template call on the conversation, each clip an audio item naming its WAV file
+    (where ``<audio>`` marks it, else first in the first user turn); each answer through its end of turn is
+    trained, bounded by the call on the conversation before it (``call.prompts``) and through it."""
+    typed = _messages(turns, [0], len(audios))
+    marked = sum(item["type"] == "audio" for m in typed for item in m["content"])
+    if marked != len(audios):
+        raise ValueError(f"the record marks {marked} clip(s) with {AUDIO_PLACEHOLDER!r} but names {len(audios)} "
+                         "audio file(s)")
+    files = iter([audio_file(clip, fmt.sampling_rate, call.audio_dir) for clip in audios])
+    typed = [{"role": m["role"], "content": [{"type": "audio", "path": next(files)} if item["type"] == "audio" else
+                                             item for item in m["content"]]} for m in typed]
+
+    def run(processor: Any, upto: int) -> Any:  # the call rewrites the messages it reads: each call gets its own
+        conversation = [{"role": m["role"], "content": [dict(item) for item in m["content"]]} for m in typed[:upto]]
+        return processor.apply_chat_template(conversation, tokenize=True, return_dict=True)
+
+    out = run(call.processor, len(typed))
+    ids = out["input_ids"][0]
+    labels = ids.new_full(ids.shape, IGNORE)
+    for index, message in enumerate(typed):
+        if message["role"] == "assistant":
+            start = _boundary(ids, run(call.prompts, index)["input_ids"][0], index)
+            end = _boundary(ids, run(call.processor, index + 1)["input_ids"][0], index)
+            labels[start:end] = ids[start:end]
     return {**dict(out.items()), "labels": labels.unsqueeze(0)}
 
 
@@ -535,8 +620,9 @@ def stand_in(processor: Any, fmt: SampleFormat, medium: str = "image") -> dict[s
     if medium == "audio":
         import numpy as np
 
-        sample = _chat_sample(processor, [("user", AUDIO_PLACEHOLDER + " "), ("assistant", " ")], [], fmt,
-                              [np.zeros(1600, dtype=np.float32)])
+        turns, silence = [("user", AUDIO_PLACEHOLDER + " "), ("assistant", " ")], [np.zeros(1600, dtype=np.float32)]
+        sample = (_template_sample(processor, fmt, turns, silence) if fmt.kind == "template" else
+                  _chat_sample(processor, turns, [], fmt, silence))
         sample["attention_mask"] = torch.zeros_like(sample["attention_mask"])
         sample["labels"] = torch.full_like(sample["input_ids"], IGNORE)
         return sample

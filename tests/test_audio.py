@@ -198,6 +198,141 @@ def test_an_audio_copy_trains_on_its_clips(arch: str, data: str, branch: str, tm
     assert all(p.startswith(allowed) for p in changed_paths(checkout) - before)
 
 
+@pytest.mark.tier2
+def test_a_voxtral_copy_trains_on_its_clips_through_its_own_template_call(tmp_path: Path, voxtral: Path,
+                                                                          mm_home: Path, template_src: Path) -> None:
+    """The default copy of the tiny Voxtral: branch c's template convention, parity MATCH against the model card's
+    own call on the clips' files, the real trainer with the audio proof, loss equivalence."""
+    checkout = mm_checkout(mm_home, tmp_path / "mm")
+    before = changed_paths(checkout)
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="voxtral", model_path=voxtral)
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "data branch c" in done.stdout and "data parity: MATCH" in done.stdout
+    assert "its own chat-template call" in done.stdout and "stand-in clip" in done.stdout
+    assert re.search(r"smoke\[framework\] PASS: 5/5 iterations", done.stdout)
+    assert re.search(r"verified: audio reached forward \(input_features \[\d+, 128, 3000\].*audio_tower got a "
+                     r"gradient", done.stdout)
+    assert "verified: loss equivalence: step-1 loss" in done.stdout
+    plugin = (checkout / "mindspeed_mm/fsdp/data/datasets/voxtral/dataset_voxtral.py").read_text()
+    assert "mode=ValidationMode.finetuning" in plugin and "data.TemplateCall(" in plugin
+    allowed = (".copier-answers/", "examples/voxtral/", "mindspeed_mm/fsdp/models/voxtral/",
+               "mindspeed_mm/fsdp/data/datasets/voxtral/")
+    assert all(p.startswith(allowed) for p in changed_paths(checkout) - before)
+
+
+@pytest.fixture(scope="module")
+def voxtral(tiny_models) -> Path:
+    return tiny_models("voxtral")
+
+
+@pytest.fixture(scope="module")
+def voxtral_facts(voxtral: Path) -> dict:
+    from hooks.probe import probe
+
+    return json.loads(probe(voxtral).to_json(with_timings=False))
+
+
+def test_a_processor_that_takes_clips_only_through_its_chat_template_call_is_read_as_such(voxtral_facts: dict) -> None:
+    """VoxtralProcessor.__call__ takes no clips and it has no chat template to render: its own
+    ``apply_chat_template(tokenize=True, return_dict=True)`` reads each clip from a file (the template convention),
+    in the mode its tokenizer's from_pretrained names for a conversation that ends in an answer."""
+    from hooks.data.candidates import recommend, unbuildable
+
+    proc = voxtral_facts["processor"]
+    form = proc["sample_format"]
+    assert form["kind"] == "template" and form["media"] == ["audio"] and form["sampling_rate"] == 16000
+    assert form["load_mode"] == "mistral_common.protocol.instruct.validator.ValidationMode.finetuning"
+    assert form["end_of_turn"] == "</s>" and form["audio_keys"] == ["input_features"]
+    audio = proc["audio"]
+    assert audio["kwarg"] == "" and audio["batch_keys"] == ["input_features"] and not audio["problems"]
+    assert audio["one_audio_tokens"] > 375  # one 30 s chunk: 375 [AUDIO], and the turn around it
+    assert unbuildable(voxtral_facts) == "" and recommend(voxtral_facts, None)["branch"] == "c"
+
+
+def test_a_template_call_sample_trains_each_answer_and_matches_the_model_cards_call(
+        voxtral: Path, voxtral_facts: dict, tmp_path: Path) -> None:
+    """Two turns, three clips (two in the first): the plugin's sample equals the model card's call on the record's
+    own files (the parity reference, ``hooks.data.media.template_inputs``) token for token and feature for feature,
+    and trains each answer with its ``</s>``; a text-only batch gets a masked, untrained stand-in clip."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.data.batch import compare_sample, own_load
+    from hooks.data.media import template_inputs
+    from hooks.data.records import template_call
+
+    rt, form = runtime(), voxtral_facts["processor"]["sample_format"]
+    fmt = rt.SampleFormat(**form)
+    clips = [demo_audio(1)[0], demo_audio(2, seconds=2.5)[0], demo_audio(3)[0]]
+    files = []
+    for i, clip in enumerate(clips):
+        files.append(tmp_path / f"{i}.wav")
+        write_wav(files[-1], clip)
+    waves = rt.load_audios([f.name for f in files], tmp_path, fmt.sampling_rate)
+    turns = [("user", "<audio><audio>Compare the two sounds."), ("assistant", "The second is higher."),
+             ("user", "<audio>And this one?"), ("assistant", "A very high tone.")]
+    processor = AutoProcessor.from_pretrained(str(voxtral))
+    call = template_call(processor, form, voxtral, tmp_path / "clips")
+    sample = rt.build_sample(call, fmt, turns, [], 1 << 30, waves)
+    ids, labels = sample["input_ids"][0], sample["labels"][0]
+    assert tuple(sample["input_features"].shape) == (3, 128, 3000) and int((ids == 24).sum()) == 3 * 375
+    assert processor.tokenizer.decode(ids[labels != -100]) == "The second is higher.</s>A very high tone.</s>"
+    own_processor = AutoProcessor.from_pretrained(str(voxtral), **own_load(form, True))
+    own = template_inputs(own_processor, [[
+        {"role": "user", "content": [{"type": "audio", "path": files[0]}, {"type": "audio", "path": files[1]},
+                                     {"type": "text", "text": "Compare the two sounds."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "The second is higher."}]},
+        {"role": "user", "content": [{"type": "audio", "path": files[2]}, {"type": "text", "text": "And this one?"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "A very high tone."}]}]])
+    verdict, notes = compare_sample("two turns", sample, own, processor.tokenizer,
+                                    ["The second is higher.", "A very high tone."], form["end_of_turn"],
+                                    set(voxtral_facts["forward_params"]), False)
+    assert (verdict, notes) == ("match", [])
+    text_only = rt.build_sample(call, fmt, [("user", "Say hi."), ("assistant", "Hi.")], [], 1 << 30)
+    assert "input_features" not in text_only
+    batch = rt.collate([text_only], call.tokenizer.pad_token_id, frozenset(voxtral_facts["forward_params"]),
+                       rt.stand_ins(call, fmt), frozenset(fmt.audio_keys))
+    length = text_only["input_ids"].shape[-1]
+    assert tuple(batch["input_features"].shape) == (1, 128, 3000) and int((batch["input_ids"] == 24).sum()) == 375
+    assert batch["attention_mask"][0, length:].sum() == 0 and (batch["labels"][0, length:] == -100).all()
+    with pytest.raises(ValueError, match="marks 2 clip.* names 1 audio file"):
+        rt.build_sample(call, fmt, [("user", "<audio><audio>Two?"), ("assistant", "One.")], [], 1 << 30, waves[:1])
+
+
+def test_the_contract_smoke_encodes_template_call_samples(voxtral: Path) -> None:
+    """Without a framework checkout the contract smoke trains on the built-in tones, encoded as the plugin would."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    from transformers import AutoProcessor
+
+    from hooks.data.encoders import builtin_samples, encode, media_of
+
+    processor = AutoProcessor.from_pretrained(str(voxtral))
+    sample = builtin_samples(media_of(processor))[0]
+    batch = encode(processor, sample, voxtral)
+    assert tuple(batch["input_features"].shape) == (1, 128, 3000)
+    trained = batch["input_ids"][0][batch["labels"][0] != -100]
+    assert processor.tokenizer.decode(trained) == sample[-1]["content"][0]["text"] + "</s>"
+
+
+def test_the_length_preflight_builds_template_call_samples(voxtral: Path, tmp_path: Path) -> None:
+    """A clip is 30 s of [AUDIO] to Voxtral: a record over cutoff_len is named before the copy, built as the plugin
+    builds it."""
+    from hooks.data.preflight import length_error
+
+    write_wav(tmp_path / "a.wav", demo_audio(0)[0])
+    (tmp_path / "train.json").write_text(json.dumps([{"messages": [{"role": "user", "content": "<audio>Which?"},
+                                                                   {"role": "assistant", "content": "Low."}],
+                                                      "audios": ["a.wav"]}]))
+    assert length_error(voxtral, tmp_path / "train.json", None, {}, False, cutoff=4096) == ""
+    assert re.match(r"data_json: record 1 becomes 38\d tokens", length_error(voxtral, tmp_path / "train.json", None,
+                                                                              {}, False, cutoff=100))
+
+
 def test_a_processor_that_does_not_import_is_named_with_its_real_cause() -> None:
     """transformers wraps a processor class's failed import in a generic message; the cause is what to fix."""
     from hooks.data.facts import cause_of

@@ -88,9 +88,6 @@ def audio_facts(processor: Any, forward_params: list[str]) -> AudioFacts | None:
     facts = AudioFacts(extractor=type(extractor).__name__, attribute=attribute,
                        sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
                        kwarg=audio_kwarg(processor), token=getattr(processor, "audio_token", None))
-    if not facts.kwarg:
-        facts.problems.append(f"{type(processor).__name__}.__call__ takes no audio keyword "
-                              f"({', '.join(AUDIO_KWARGS)}): clips reach the model only through its own chat template")
     if not any(input_medium(p) == "audio" for p in forward_params):
         facts.problems.append("forward takes no audio input: the processor's audio would not reach the model")
     return facts
@@ -98,10 +95,15 @@ def audio_facts(processor: Any, forward_params: list[str]) -> AudioFacts | None:
 
 def with_audio(form: dict[str, Any], processor: Any, audio: AudioFacts | None) -> dict[str, Any]:
     """Branch c's sample format (``hooks.data.records.sample_format``) with the processor's media, and the rate
-    and keyword its clips go by: only the chat convention hands clips to the processor itself."""
+    and keyword its clips go by: the chat convention hands clips to the processor's ``__call__`` (which must name
+    a keyword for them), the template convention to its own chat-template call (``sample_format`` set it up)."""
     if audio is not None and form["kind"] == "chat":
         form.update(media=["image", "audio"] if takes_images(processor) else ["audio"],
                     sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
+        if not audio.kwarg:
+            audio.problems.append(f"{type(processor).__name__}.__call__ takes no audio keyword "
+                                  f"({', '.join(AUDIO_KWARGS)}) and its chat template reads no clip from a file: "
+                                  "branch c cannot hand it clips")
     return form
 
 

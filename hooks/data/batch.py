@@ -165,8 +165,8 @@ def own_conversation(index: int, media_root: Path, media: list[str] | tuple[str,
         for _ in clips:
             import librosa
 
-            wave = librosa.load(str(media_root / f"a{index}_{heard}.wav"), sr=rate)[0]
-            items.append({"type": "audio", "audio": wave})
+            path = media_root / f"a{index}_{heard}.wav"
+            items.append({"type": "audio", "audio": librosa.load(str(path), sr=rate)[0], "path": path})
             heard += 1
         for _ in pictures:
             items.append({"type": "image", "image": Image.open(media_root / f"s{index}_{count}.png").convert("RGB")})
@@ -508,7 +508,7 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
         processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
-                                                  use_fast=use_fast)  # as MindSpeed-MM's load_tokenizer does
+                                                  **own_load(spec.get("sample_format") or {}, use_fast))
         verdict, findings, names = "match", [_processor_choice(model_dir, trust, processor, use_fast)], []
         for index, (name, _, turns) in enumerate(cases(media)):
             names.append(name)
@@ -554,6 +554,17 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
                                              list((spec.get("sample_format") or {}).get("audio_keys") or []))
             findings += notes
     return {"verdict": verdict, "details": by_sample(findings), "samples": names}
+
+
+def own_load(form: dict[str, Any], use_fast: bool) -> dict[str, Any]:
+    """How the reference loads the processor: as MindSpeed-MM's ``load_tokenizer`` does (``use_fast``), or, for the
+    ``template`` convention, as the model card does, in the training mode its tokenizer takes (mistral_common's
+    ``ValidationMode.finetuning``; its ``from_pretrained`` refuses ``use_fast``)."""
+    if form.get("kind") != "template":
+        return {"use_fast": use_fast}
+    from hooks.data.records import runtime
+
+    return {"mode": runtime().training_mode(form["load_mode"])} if form.get("load_mode") else {}
 
 
 def by_sample(findings: list[str]) -> list[str]:

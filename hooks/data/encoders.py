@@ -140,8 +140,10 @@ def to_chat(record: dict[str, Any], media_root: Path, rate: int = 16000) -> list
     return messages
 
 
-def encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tokenize the conversation; labels supervise only the final assistant turn, pads masked."""
+def encode(processor: Any, messages: list[dict[str, Any]], folder: Path | None = None) -> dict[str, Any]:
+    """Tokenize the conversation; labels supervise only the final assistant turn, pads masked. ``folder``: where
+    the processor was loaded from (a processor built by its own template call is loaded again in its training
+    mode)."""
     if messages[-1]["role"] != "assistant":
         raise SampleError("each sample must end with an assistant message")
     prompt_format = PROMPT_FORMAT_ENCODERS.get(type(processor).__name__)
@@ -149,7 +151,7 @@ def encode(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
         return prompt_format(processor, messages)
     _fall_back_to_tokenizer_template(processor)
     if not getattr(processor, "chat_template", None):
-        return _encode_own_convention(processor, messages)
+        return _encode_own_convention(processor, messages, folder)
     kwargs = {"tokenize": True, "return_dict": True, "return_tensors": "pt"}
     full = dict(processor.apply_chat_template(messages, **kwargs))
     prompt = processor.apply_chat_template(messages[:-1], add_generation_prompt=True, **kwargs)
@@ -197,15 +199,25 @@ def _encode_got_ocr2(processor: Any, messages: list[dict[str, Any]]) -> dict[str
     }
 
 
-def _encode_own_convention(processor: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def _encode_own_convention(processor: Any, messages: list[dict[str, Any]], folder: Path | None = None
+                           ) -> dict[str, Any]:
     """No chat template: the sample as branch c's dataset plugin builds it, in the convention read off the
-    processor (``hooks.data.records.sample_format``: its ``suffix=``, or its prompt followed by the answer)."""
-    from hooks.data.records import runtime, sample_format
+    processor (``hooks.data.records.sample_format``: its ``suffix=``, or its prompt followed by the answer; its
+    own chat-template call on the clips, loaded again from ``folder`` in its training mode: ``template``)."""
+    import tempfile
+
+    from hooks.data.records import runtime, sample_format, template_call
 
     data = runtime()
     images, prompt, answer = _images_prompt_answer(messages)
-    fmt = data.SampleFormat(**sample_format(processor))
-    return data.build_sample(processor, fmt, [("user", prompt), ("assistant", answer)], images, 1 << 30)
+    form = sample_format(processor, folder)
+    if form["kind"] != "template":
+        return data.build_sample(processor, data.SampleFormat(**form), [("user", prompt), ("assistant", answer)],
+                                 images, 1 << 30)
+    clips = [item["audio"] for m in messages for item in m["content"] if item.get("type") == "audio"]
+    with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:  # the clips go in as files, first in the turn
+        return data.build_sample(template_call(processor, form, folder, Path(tmp)), data.SampleFormat(**form),
+                                 [("user", prompt), ("assistant", answer)], images, 1 << 30, clips)
 
 
 # Processors of models without a chat template, by class name: they build the training text themselves.

@@ -51,7 +51,7 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
         if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):
             from hooks.data.records import one_image_call, sample_format
 
-            facts["sample_format"] = sample_format(proc)  # branch c: how the processor makes a training sample
+            facts["sample_format"] = sample_format(proc, model_dir)  # branch c: how the processor makes a sample
         else:  # AutoProcessor fell back to the tokenizer alone
             facts["missing"] = True
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
@@ -66,13 +66,14 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
         if audio is not None:
             facts["media"] = ["image", "audio"] if takes_images(proc) else ["audio"]  # absent: images only
             facts["audio"] = audio.to_dict()  # facts of an audio model that failed on its clip say so
-            if form["kind"] != "chat":
+            if form["kind"] not in ("chat", "template"):
                 audio.problems.append(f"branch c's {form['kind']!r} convention hands the processor no audio")
             else:
-                measure(audio, one_audio_call(proc, form), forward_params or [])
+                measure(audio, one_audio_call(proc, form, model_dir), forward_params or [])
                 form["audio_keys"] = audio.batch_keys
             facts["audio"] = audio.to_dict()
-        out = one_image_call(proc, form) if audio is None or takes_images(proc) else one_audio_call(proc, form)
+        out = (one_image_call(proc, form) if audio is None or takes_images(proc) else
+               one_audio_call(proc, form, model_dir))
         del facts["unevaluated"]
         facts["output_keys"] = sorted(out.keys())
         facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len

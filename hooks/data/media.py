@@ -169,6 +169,8 @@ def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string
     ``<|image_n|>`` and a newline, the tokenizer's template, then ``processor(prompt, images)``).
     """
     form = form or {}
+    if form.get("kind") == "template":  # the processor's own template call, each clip named by its file
+        return template_inputs(processor, conversations)
     owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
     mark = form.get("image_mark", "")
     texts, images, videos, audios = [], [], [], []  # videos: runtime ``Clip``s (frames and their rate)
@@ -205,6 +207,17 @@ def own_inputs(processor: Any, conversations: list[list[dict[str, Any]]], string
         kwargs["videos"] = [[c.frames for c in group] for group in videos]
         kwargs["video_metadata"] = [[c.metadata() for c in group] for group in videos]
     return processor(**kwargs)
+
+
+def template_inputs(processor: Any, conversations: list[list[dict[str, Any]]]) -> Any:
+    """What the model card's call makes of ``conversations`` (branch c's ``template`` convention, Voxtral):
+    ``processor.apply_chat_template(conversation, tokenize=True, return_dict=True)``, each clip an audio item naming
+    the file it was read from (``{"type": "audio", "path": ...}``), the processor loaded in its training mode."""
+    rendered = [[{"role": message["role"], "content": [
+        {"type": "audio", "path": str(item["path"])} if item["type"] == "audio" else dict(item)
+        for item in message["content"]]} for message in conversation] for conversation in conversations]
+    return processor.apply_chat_template(rendered[0] if len(rendered) == 1 else rendered, tokenize=True,
+                                         return_dict=True)
 
 
 def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any],

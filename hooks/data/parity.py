@@ -269,7 +269,7 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     sample_format = (answers["model_facts"].get("processor") or {}).get("sample_format") or {}
     sample_kind = sample_format.get("kind")
     model_code = sample_kind in MODEL_CODE_KINDS
-    if branch == "c" and sample_kind != "chat" and not model_code:
+    if branch == "c" and sample_kind not in ("chat", "template") and not model_code:
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
                       "the prompt and labels, so there is no second format to compare with")
     model_id = answers["model_id"]
@@ -291,7 +291,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     own = {"code": ("your sample builder and the model's own conversation and chat()" if sample_format.get("builder")
                     else "the model's own data code and chat()"),
            "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",
-           "context": "the model's own make_context() and chat()"}.get(
+           "context": "the model's own make_context() and chat()",
+           "template": "the model's processor and its own chat-template call, as its model card calls it"}.get(
         sample_kind, "the model's processor and chat template")
     result.candidate = {"a": f"in-repo template {answers.get('chat_template')!r}",
                         "c": f"the dataset plugin ({own})"}.get(

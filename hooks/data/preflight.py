@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,16 +304,26 @@ def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fiel
     from transformers import AutoProcessor
 
     from hooks.data.audio import audio_facts, with_audio
-    from hooks.data.records import runtime, sample_format
+    from hooks.data.records import runtime, sample_format, template_call
 
     processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     if not hasattr(processor, "tokenizer"):
         return ""
     data = runtime()
-    fmt = data.SampleFormat(**with_audio(sample_format(processor), processor, audio_facts(processor, [])))
+    form = with_audio(sample_format(processor, model_dir), processor, audio_facts(processor, []))
+    fmt = data.SampleFormat(**form)
     mapping = data.FieldMap(**fields)
     root = media_root or data_json.parent
-    for index, record in enumerate(read_records(data_json)[:LENGTH_RECORDS], 1):
+    with tempfile.TemporaryDirectory(prefix="msmm-clips-") as clips:
+        if fmt.kind == "template":  # the processor's own template call, loaded as the dataset plugin loads it
+            processor = template_call(processor, form, model_dir, Path(clips))
+        return _first_too_long(processor, data, fmt, mapping, read_records(data_json)[:LENGTH_RECORDS], root, cutoff)
+
+
+def _first_too_long(processor: Any, data: Any, fmt: Any, mapping: Any, records: list[dict[str, Any]], root: Path,
+                    cutoff: int) -> str:
+    """Why the first of ``records`` whose sample exceeds ``cutoff`` does ("" when none does)."""
+    for index, record in enumerate(records, 1):
         try:
             images = data.load_images(mapping.images_of(record), root)
             audios = data.load_audios(mapping.audios_of(record), root, fmt.sampling_rate)

@@ -5,7 +5,9 @@ module is its copy-time side:
 
 - ``sample_format``: which convention the processor builds a training sample in, read off the
   processor (a chat template, the processor's or only its tokenizer's: ``chat``, with the processor's
-  own image mark in string content when the template takes no typed image items; a ``suffix``
+  own image mark in string content when the template takes no typed image items; a processor whose
+  ``__call__`` takes no clips while its own chat-template call reads them from files, Voxtral:
+  ``template``, with the mode its tokenizer must be loaded in to write an answer; a ``suffix``
   argument, PaliGemma: ``suffix``; else the processor's own prompt: ``prompt``, with its own query
   from the image alone for GOT-OCR2, or the record's prompt after the image the processor places,
   Fuyu and Kosmos-2) rather than a table of model types;
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import inspect
 import json
+import tempfile
+from collections.abc import Mapping
 from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from types import ModuleType
@@ -34,8 +38,9 @@ def runtime() -> ModuleType:
     return load_partial("processor_dataset.py")
 
 
-def sample_format(processor: Any) -> dict[str, Any]:
-    """How ``processor`` makes a training sample: ``chat``, ``suffix`` or ``prompt`` (with its end of turn)."""
+def sample_format(processor: Any, folder: Path | None = None) -> dict[str, Any]:
+    """How ``processor`` makes a training sample: ``chat``, ``template``, ``suffix`` or ``prompt`` (with its end of
+    turn). ``folder``: where it was loaded from, to load it again in a training mode (``template_form``)."""
     own_token = getattr(processor, "boi_token", None) or getattr(processor, "image_token", None)
     if getattr(processor, "chat_template", None):
         return {"kind": "chat", "end_of_turn": "", **_chat_call(processor, {})[0]}
@@ -48,11 +53,83 @@ def sample_format(processor: Any) -> dict[str, Any]:
         end = _chat_end_of_turn(processor, form)
         if not own_token or (end and expands):
             return {"kind": "chat", "end_of_turn": end, **form}
+    if template := template_form(processor, folder):
+        return template
     call = type(processor).__call__
     if "suffix" in inspect.signature(call).parameters or "suffix" in inspect.getsource(call):
         return {"kind": "suffix", "end_of_turn": ""}  # PaliGemma: the processor labels the answer itself
     end = getattr(processor, "message_end_token", None) or processor.tokenizer.eos_token or ""
     return {"kind": "prompt", "end_of_turn": end, "own_query": _writes_own_query(processor)}
+
+
+def template_form(processor: Any, folder: Path | None = None) -> dict[str, Any] | None:
+    """The ``template`` convention, or None: the processor takes audio, its ``__call__`` no clips, and its own
+    ``apply_chat_template(tokenize=True, return_dict=True)`` on a clip named as a file and a question returns more
+    tokens than on the question alone, and the clip's features (Voxtral, as its model card calls it).
+
+    A processor that refuses a conversation ending in an answer as loaded (mistral_common validates a request for
+    inference by default) is loaded again from ``folder`` in the training mode its tokenizer's ``from_pretrained``
+    names (``training_mode_of``); ``load_mode`` records it when that processor writes the answer. Left empty when
+    nothing takes an answer: the probe's one-clip sample then fails, naming why."""
+    from hooks.data.audio import audio_kwarg, extractor_of, sample_clip
+
+    _, extractor = extractor_of(processor)
+    if extractor is None or audio_kwarg(processor) or not callable(getattr(processor, "apply_chat_template", None)):
+        return None
+    rt = runtime()
+    form = {"kind": "template", "end_of_turn": "", "media": ["audio"],
+            "sampling_rate": int(getattr(extractor, "sampling_rate", 16000) or 16000)}
+    question, answer = [("user", rt.AUDIO_PLACEHOLDER + "Describe it.")], [("assistant", "A tone.")]
+    with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:
+        fmt, call = rt.SampleFormat(**form), rt.TemplateCall(processor, processor, Path(tmp))
+        try:
+            heard = rt._template_sample(call, fmt, question, [sample_clip()])
+            text = rt._template_sample(call, fmt, [("user", "Describe it.")], [])
+        except Exception:  # noqa: BLE001 - could not evaluate: another convention may fit
+            return None
+        if heard["input_ids"].shape[-1] <= text["input_ids"].shape[-1] or set(heard) <= set(text):
+            return None
+        mode = training_mode_of(processor.tokenizer)
+        for load_mode in ("", mode) if mode and folder else ("",):
+            try:
+                trainer = (type(processor).from_pretrained(str(folder), mode=rt.training_mode(load_mode))
+                           if load_mode else processor)
+                sample = rt._template_sample(rt.TemplateCall(trainer, processor, Path(tmp)), fmt, question + answer,
+                                             [sample_clip()])
+            except Exception:  # noqa: BLE001 - not in this mode: the next, or none (the probe's sample says why)
+                continue
+            trained = sample["input_ids"][0][sample["labels"][0] != rt.IGNORE].tolist()
+            written = processor.tokenizer.decode(trained, skip_special_tokens=False)
+            at = written.rfind(answer[0][1])
+            return {**form, "load_mode": load_mode,
+                    "end_of_turn": written[at + len(answer[0][1]):] if at >= 0 else ""}
+    return form
+
+
+def training_mode_of(tokenizer: Any) -> str:
+    """The mode a tokenizer is loaded in to encode training samples, ``module.Enum.member`` ("" when it has none):
+    a ``mode`` parameter of its ``from_pretrained`` whose default belongs to an enum with a ``finetuning`` member
+    (mistral_common's ``ValidationMode``: a conversation for fine-tuning ends in an answer, one for serving does
+    not)."""
+    try:
+        default = inspect.signature(type(tokenizer).from_pretrained).parameters["mode"].default
+    except (KeyError, TypeError, ValueError):
+        return ""
+    enum = type(default)
+    if not isinstance(getattr(enum, "__members__", None), Mapping) or "finetuning" not in enum.__members__:
+        return ""
+    return f"{enum.__module__}.{enum.__qualname__}.finetuning"
+
+
+def template_call(processor: Any, fmt: dict[str, Any], folder: Path | None, audio_dir: Path) -> Any:
+    """The runtime's ``TemplateCall`` for ``processor`` (loaded as its model card loads it): loaded again from
+    ``folder`` in ``fmt``'s training mode, as the generated dataset plugin loads it."""
+    rt = runtime()
+    form = rt.SampleFormat(**fmt)
+    trainer = processor
+    if form.load_mode:
+        trainer = type(processor).from_pretrained(str(folder), mode=rt.training_mode(form.load_mode))
+    return rt.TemplateCall(trainer, processor, Path(audio_dir))
 
 
 def _chat_call(processor: Any, fmt: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -109,12 +186,20 @@ def one_image_call(processor: Any, fmt: dict[str, Any]) -> Any:
     return processor(text=[text], images=[image], return_tensors="pt")
 
 
-def one_audio_call(processor: Any, fmt: dict[str, Any]) -> Any:
+def one_audio_call(processor: Any, fmt: dict[str, Any], folder: Path | None = None) -> Any:
     """The processor's output for the demo clip and a short user turn (chat convention), called as branch c's
-    dataset plugin calls it: the template renders a typed audio item, the processor expands it for the clip."""
+    dataset plugin calls it: the template renders a typed audio item, the processor expands it for the clip.
+    ``template`` convention: the whole one-clip sample, built as the plugin builds it (``folder``: where the
+    processor is loaded from in its training mode)."""
     from hooks.data.audio import sample_clip
 
     rt = runtime()
+    if fmt.get("kind") == "template":
+        turns = [("user", rt.AUDIO_PLACEHOLDER + "Describe it."), ("assistant", "A tone.")]
+        with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:
+            sample = rt.build_sample(template_call(processor, fmt, folder, Path(tmp)), rt.SampleFormat(**fmt), turns,
+                                     [], 1 << 30, [sample_clip()])
+        return {key: value for key, value in sample.items() if key != "labels"}  # what the processor returned
     form = rt.SampleFormat(**{"kind": "chat", **fmt})
     typed = [{"role": "user", "content": [rt.audio_item(), {"type": "text", "text": "Describe it."}]}]
     text = rt.template_owner(processor, form).apply_chat_template(

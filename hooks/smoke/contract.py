@@ -528,7 +528,7 @@ def _rank_batches(args: WorkerArgs, rank: int, world: int) -> Iterator[dict[str,
         raise ContractError("the data set is empty")
     index = rank
     while True:
-        yield encode(processor, samples[index % len(samples)])
+        yield encode(processor, samples[index % len(samples)], Path(args.model_dir))
         index += world
 
 

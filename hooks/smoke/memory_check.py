@@ -191,7 +191,7 @@ def measure_in_process(model_dir: Any, *, recompute: bool, trust_remote_code: bo
             module = model.get_submodule(name)
             module.forward = _checkpointed(module.forward, checkpoint)
     processor = AutoProcessor.from_pretrained(model_dir, trust_remote_code=trust_remote_code)
-    batch = encode(processor, builtin_samples(media_of(processor))[0])
+    batch = encode(processor, builtin_samples(media_of(processor))[0], Path(model_dir))
     batch = contract._prepare_batch(batch, contract._accepted_kwargs(model), torch.bfloat16)
     with SavedTensorMeter(model, names) as meter:
         loss = model(**batch, use_cache=False).loss
