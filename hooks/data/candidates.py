@@ -27,10 +27,11 @@ FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "glm4v_moe": [("glm4v_moe", "qwen3vl")],
     # Omni thinkers (audio, image, video): MindSpeed-MM's templates with their audio-aware mm_plugins; the qwen3vl
     # collator computes Qwen2.5-Omni's positions with the clips' lengths, examples/qwen3omni uses qwen3omni.
-    # Qwen3-Omni's released templates (Instruct and Thinking) write no <think> block after a user turn with media
-    # (their last-query index counts string turns only), so the plain qwen3_omni_nothink comes first; qwen3_omni is
-    # a ReasoningTemplate that always adds an empty thought (examples/qwen3omni's `enable_thinking: false` is read
-    # into DataArguments but never handed to the template in 57069cd5).
+    # Qwen3-Omni's released templates (Instruct and Thinking) add an empty <think> block only to an answer after
+    # the last user turn written as a plain string (their last-query index skips content lists), so none where the
+    # turns are content lists: the plain qwen3_omni_nothink comes first; qwen3_omni is a ReasoningTemplate that
+    # always adds an empty thought (examples/qwen3omni's `enable_thinking: false` is read into DataArguments but
+    # never handed to the template in 57069cd5, so the YAML need not write it).
     "qwen2_5_omni": [("qwen2_omni", "qwen3vl")],
     "qwen3_omni_moe": [("qwen3_omni_nothink", "qwen3omni"), ("qwen3_omni", "qwen3omni"), ("qwen3_omni", "qwen3vl")],
 }
