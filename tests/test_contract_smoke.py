@@ -153,14 +153,15 @@ def test_unmatched_recompute_pattern_fails_with_its_name(tiny_qwen2_5_vl: Path) 
 def test_contract_plans_come_from_the_generated_yaml(tmp_path: Path) -> None:
     from hooks.smoke.run import contract_plans
 
-    probe_plan = {"apply_modules": ["a"], "recompute_modules": ["b"]}
+    probe_plan = {"apply_modules": ["a"], "recompute_modules": ["b"], "ep_modules": ["e"]}
     assert contract_plans(tmp_path / "absent.yaml", probe_plan) == {"apply_modules": ["a"], "freeze": [],
-                                                                    "recompute": ["b"]}
+                                                                    "recompute": ["b"], "experts": ["e"]}
     yaml_file = tmp_path / "x_config.yaml"
-    yaml_file.write_text("parallel:\n  fsdp_plan:\n    apply_modules: [u, v]\nmodel:\n  freeze: [model.visual]\n"
+    yaml_file.write_text("parallel:\n  fsdp_plan:\n    apply_modules: [u, v]\n  ep_plan:\n    apply_modules: [x]\n"
+                         "model:\n  freeze: [model.visual]\n"
                          "features:\n  recompute: false\n  recompute_plan:\n    apply_modules: [w]\n")
     assert contract_plans(yaml_file, probe_plan) == {"apply_modules": ["u", "v"], "freeze": ["model.visual"],
-                                                     "recompute": []}  # recompute off: the plan is not applied
+                                                     "recompute": [], "experts": ["x"]}  # recompute off: not applied
 
 
 def test_unmatched_pattern_fails_with_its_name(

@@ -106,12 +106,7 @@ def test_rendered_python_is_ruff_clean(rendered_root: Path) -> None:
 NO_PROCESSOR = pytest.mark.skip(reason="no processor class: batches come from the branch-C dataset plugin (tier 2)")
 
 
-# transformers 4.57's Qwen3-Omni thinker runs only the experts its tokens were routed to (``for expert_idx in
-# expert_hit``): once two ranks' batches hit different experts (step 2 here), their gradient sets differ and FSDP2's
-# reduce-scatter fails (gloo: "Received data size doesn't match expected size"). A finding of issue 33 about the
-# model's MoE under FSDP2, not about the plan; the real-trainer copy trains it (tests/test_omni_stages.py, tier 2).
-UNHIT_EXPERTS = pytest.mark.skip(reason="Qwen3-Omni's MoE leaves unrouted experts without grads: FSDP2 ranks differ")
-SKIPPED = {"remote_tiles": NO_PROCESSOR, "custom_tiles": NO_PROCESSOR, "qwen3_omni_moe": UNHIT_EXPERTS}
+SKIPPED = {"remote_tiles": NO_PROCESSOR, "custom_tiles": NO_PROCESSOR}
 
 
 @pytest.mark.parametrize("arch", [pytest.param(a, marks=SKIPPED[a]) if a in SKIPPED else a for a in ARCHS])
@@ -122,7 +117,7 @@ def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
     result = run_contract_smoke(tiny_models(arch), facts["plan"]["apply_modules"], steps=5,
                                 recompute=facts["plan"]["recompute_modules"],
                                 trust_remote_code=arch.startswith(OWN_CODE), fork=True,
-                                stage=facts.get("trained_submodule") or {})
+                                stage=facts.get("trained_submodule") or {}, experts=facts["plan"]["ep_modules"])
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
     assert any(note.startswith("verified: shard sizes equal the memory plan's arithmetic to the byte")
                for note in result.notes), result.notes  # issue 13: measured on every rank, not skipped

@@ -201,6 +201,92 @@ def test_the_loss_reference_builds_the_stage(tiny_models) -> None:
     assert all(p.requires_grad for p in master.visual.parameters())
 
 
+def test_qwen3_omni_carries_its_releases_chat_template(tiny_models) -> None:
+    """The tiny Qwen3-Omni holds the Instruct release's chat template (hooks/tiny/omni.py says where it was found):
+    a clip is ``<|audio_start|><|audio_pad|><|audio_end|>``; an answer after turns given as content lists has no
+    think block, the answer after a last user turn given as a plain string an empty one (its last-query index
+    counts string turns only); ``enable_thinking=False`` closes the generation prompt with an empty one."""
+    import transformers
+
+    processor = transformers.AutoProcessor.from_pretrained(tiny_models("qwen3_omni_moe"))
+    listed = [{"role": "user", "content": [{"type": "audio", "audio": "clip.wav"}, {"type": "text", "text": "What?"}]},
+              {"role": "assistant", "content": [{"type": "text", "text": "A tone."}]}]
+    assert processor.apply_chat_template(listed, tokenize=False) == (
+        "<|im_start|>user\n<|audio_start|><|audio_pad|><|audio_end|>What?<|im_end|>\n"
+        "<|im_start|>assistant\nA tone.<|im_end|>\n")
+    follow_up = [*listed, {"role": "user", "content": "And?"}, {"role": "assistant", "content": "Done."}]
+    assert processor.apply_chat_template(follow_up, tokenize=False).endswith(
+        "<|im_start|>user\nAnd?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nDone.<|im_end|>\n")
+    assert processor.apply_chat_template(listed[:1], tokenize=False, add_generation_prompt=True,
+                                         enable_thinking=False).endswith("assistant\n<think>\n\n</think>\n\n")
+    assert processor.tokenizer.chat_template == processor.chat_template
+
+
+def _thinker(folder: Path) -> Any:
+    import torch
+
+    from hooks.model.stages import load_trained
+
+    facts = probe(folder, with_processor=False)
+    return load_trained(folder, facts.trained_submodule, dtype=torch.float32), facts.plan["ep_modules"]
+
+
+def test_experts_no_token_reaches_are_found_on_the_model(tiny_models) -> None:
+    """transformers 4.57's Qwen3-Omni thinker runs only the experts its tokens hit: one token leaves the others
+    without a gradient, which FSDP2 ranks routing differently cannot reduce-scatter alike (hooks/smoke/experts);
+    Qwen3-VL-MoE's experts are one stacked parameter per layer and always get one."""
+    import torch
+
+    from hooks.smoke.experts import unrouted_experts
+
+    thinker, patterns = _thinker(tiny_models("qwen3_omni_moe"))
+    found = unrouted_experts(thinker, patterns)
+    assert found.error == "" and found.checked == 2 and found.partial == ["model.layers.0.mlp.experts",
+                                                                            "model.layers.1.mlp.experts"]
+    assert found.example.startswith("model.layers.0.mlp.experts.") and found.model == type(thinker).__name__
+    line = found.finding("a remedy")
+    assert line.startswith("WARNING: experts no token reaches get no gradient") and line.endswith("; a remedy")
+    assert "MindSpeed-MM's trainer has no switch for unused parameters" in line
+    assert all(p.grad is None for p in thinker.parameters())  # left as it was found
+    folder = tiny_models("qwen3_vl_moe")
+    stacked = transformers_class(folder).from_pretrained(folder, dtype=torch.float32)
+    plain = unrouted_experts(stacked, probe(folder, with_processor=False).plan["ep_modules"])
+    assert plain.checked == 2 and not plain.hazard and plain.finding() == ""
+
+
+def transformers_class(folder: Path) -> Any:
+    from hooks.model.loading import load_config_and_class
+
+    return load_config_and_class(folder, trust_remote_code=False)[1]
+
+
+@pytest.fixture(scope="module")
+def routed_apart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Qwen3-Omni with 32 experts, one per token: two ranks' tokens are sure to reach different ones
+    (with the published 4, top-2, every expert is hit in each of the smoke's batches; 128, top-8, at full size)."""
+    from hooks.tiny import build_tiny_model, omni
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(omni, "MOE_EXPERTS", 32)
+        patch.setattr(omni, "MOE_TOP_K", 1)
+        return build_tiny_model("qwen3_omni_moe", tmp_path_factory.mktemp("routed-apart") / "qwen3_omni_moe")
+
+
+def test_contract_smoke_trains_ranks_that_route_apart(routed_apart: Path) -> None:
+    """Its ranks' tokens reach different experts (without zeros for the others gloo stops at step 1: "Received
+    data size doesn't match expected size"); the contract smoke has the experts' FSDP units reduce zeros, as
+    torch's FSDP2 offers, trains, and says that MindSpeed-MM's trainer cannot."""
+    from hooks.smoke.contract import run_contract_smoke
+
+    facts = probe(routed_apart, with_processor=False)
+    plan = facts.plan
+    result = run_contract_smoke(routed_apart, plan["apply_modules"], steps=3, recompute=plan["recompute_modules"],
+                                fork=True, stage=facts.trained_submodule, experts=plan["ep_modules"])
+    assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
+    warning = next(note for note in result.notes if note.startswith("WARNING: experts no token reaches"))
+    assert "this contract smoke has the 2 FSDP unit(s) owning them reduce-scatter zeros instead" in warning
+
+
 PLUGIN_WHOLE = '''
 from mindspeed_mm.fsdp.utils.register import model_register
 
@@ -270,10 +356,13 @@ WHO_NAMES = {"qwen3_omni_moe": "MindSpeed-MM's in-repo plugin", "qwen2_5_omni": 
 @pytest.mark.parametrize("arch", sorted(OMNI))
 def test_copy_of_the_omni_bundle_trains_its_thinker(arch: str, mm_home: Path, tmp_path_factory: pytest.TempPathFactory,
                                                      tiny_models, template_src: Path) -> None:
-    """Tier 2: a tiny omni bundle copied into the vendored checkout and trained through the real trainer (an
-    image-only smoke: the generated sample; the audio data path is another issue's): the thinker is planned, the
-    generated plugin builds it from thinker_config with the folder's thinker.* weights, and the weight check and
-    the loss reference agree with the trainer."""
+    """Tier 2: a tiny omni bundle copied into the vendored checkout and trained through the real trainer on the
+    generated sample (images and tones): the thinker is planned, the generated plugin builds it from thinker_config
+    with the folder's thinker.* weights, the weight check and the loss reference agree with the trainer, and the
+    clips reached forward and trained the audio tower. Qwen3-Omni's data path is the template derived from its
+    release's chat template (the in-repo ones differ: qwen3_omni adds a think block, qwen3_omni_nothink pads each
+    clip to the feature extractor's full window), and its experts no token reaches get no gradient: a WARNING
+    in the verdict and in MIGRATION.md (this sample's batches reach every expert on both ranks)."""
     import yaml
 
     from tests.copier_run import copy, mm_checkout
@@ -291,3 +380,31 @@ def test_copy_of_the_omni_bundle_trains_its_thinker(arch: str, mm_home: Path, tm
     assert stage["name"] == "thinker" and WHO_NAMES[arch] in stage["reason"]
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
     assert "**Trained sub-model**: `thinker`" in report and "`audio_tower` (audio)" in report
+    assert "verified: audio reached forward (input_features" in done.stdout, done.stdout[-3000:]
+    assert "and audio_tower got a gradient" in done.stdout
+    if arch == "qwen3_omni_moe":
+        assert "recommended data branch b:" in done.stdout and "data parity: MATCH" in done.stdout
+        assert "in-repo template 'qwen3_omni_nothink' with the qwen3omni collator does not" in done.stdout
+        assert "  WARNING: experts no token reaches get no gradient" in done.stdout
+        assert "- WARNING: experts no token reaches get no gradient" in report
+
+
+@pytest.mark.tier2
+def test_the_trainer_stops_where_ranks_route_apart_and_says_why(routed_apart: Path, mm_home: Path,
+                                                                 tmp_path_factory: pytest.TempPathFactory,
+                                                                 template_src: Path) -> None:
+    """Tier 2, the same 32-expert thinker through the real trainer on the generated sample (images and tones): the
+    ranks' gradient sets differ at step 1 and the trainer stops; the smoke names that cause, not gloo's
+    "Connection reset by peer", with the WARNING that explains it, here and in MIGRATION.md."""
+    from tests.copier_run import copy, mm_checkout
+
+    checkout = mm_checkout(mm_home, tmp_path_factory.mktemp("mm"))
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="routed_apart", model_path=routed_apart)
+    print(done.stdout[-6000:], done.stderr[-3000:])
+    assert done.returncode != 0
+    assert "smoke[framework] FAIL: 0/5 iterations, loss none (the ranks' FSDP2 gradient reduce-scatters differ in " \
+           "size (gloo: Received data size doesn't match expected size)" in done.stdout, done.stdout[-3000:]
+    assert "  WARNING: experts no token reaches get no gradient" in done.stdout
+    assert "hint: experts no token reaches got no gradient" in done.stdout
+    report = (checkout / "examples" / "routed_apart" / "MIGRATION.md").read_text()
+    assert "- WARNING: experts no token reaches get no gradient" in report

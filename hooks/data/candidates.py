@@ -27,8 +27,13 @@ FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
     "glm4v_moe": [("glm4v_moe", "qwen3vl")],
     # Omni thinkers (audio, image, video): MindSpeed-MM's templates with their audio-aware mm_plugins; the qwen3vl
     # collator computes Qwen2.5-Omni's positions with the clips' lengths, examples/qwen3omni uses qwen3omni.
+    # Qwen3-Omni's released templates (Instruct and Thinking) add an empty <think> block only to an answer after
+    # the last user turn written as a plain string (their last-query index skips content lists), so none where the
+    # turns are content lists: the plain qwen3_omni_nothink comes first; qwen3_omni is a ReasoningTemplate that
+    # always adds an empty thought (examples/qwen3omni's `enable_thinking: false` is read into DataArguments but
+    # never handed to the template in 57069cd5, so the YAML need not write it).
     "qwen2_5_omni": [("qwen2_omni", "qwen3vl")],
-    "qwen3_omni_moe": [("qwen3_omni", "qwen3omni"), ("qwen3_omni", "qwen3vl")],
+    "qwen3_omni_moe": [("qwen3_omni_nothink", "qwen3omni"), ("qwen3_omni", "qwen3omni"), ("qwen3_omni", "qwen3vl")],
 }
 
 
@@ -41,7 +46,7 @@ class Candidate:
     collator_id: str
 
     def label(self) -> str:
-        return (f"in-repo template {self.template!r}" if self.branch == "a"
+        return (f"in-repo template {self.template!r} with the {self.collator_id} collator" if self.branch == "a"
                 else "the template derived from the model's own chat template")
 
 

@@ -43,6 +43,7 @@ from hooks import exit_now
 from hooks.data.encoders import IGNORE_INDEX, SampleError, encode, load_samples
 from hooks.lifetime import follow_owner
 from hooks.model.matching import module_name_match
+from hooks.smoke.experts import UnroutedExperts, mismatch_error, reduce_zeros_for, unrouted_experts
 from hooks.smoke.ranks import RankResult, RankWorker, first_error, keep_logs, log_tail, read_rank_result, run_ranks
 from hooks.smoke.verdict import Progress, SmokeResult, judge
 
@@ -86,6 +87,7 @@ class WorkerArgs:
     store_path: str
     result_dir: str
     stage: dict[str, str] = field(default_factory=dict)  # the trained sub-model (ModelFacts.trained_submodule)
+    experts: list[str] = field(default_factory=list)  # the plan's ep_modules: expert containers (hooks.smoke.experts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,6 +113,7 @@ def run_contract_smoke(
     progress: Progress | None = None,
     log_path: Path | None = None,
     stage: dict[str, str] | None = None,
+    experts: Sequence[str] = (),
 ) -> SmokeResult:
     """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it.
 
@@ -119,6 +122,9 @@ def run_contract_smoke(
     saves their import time per rank. The CLI and the post-generation task start fresh processes.
     ``progress`` gets rank 0's iterations as they happen; ``log_path`` keeps every rank's log.
     ``stage``: the sub-model the trainer trains where the folder's class bundles several (Qwen-Omni's thinker).
+    ``experts``: the plan's expert modules (``ep_modules``): whether experts no token reaches get a gradient is
+    checked on the model (``hooks.smoke.experts``), reported, and where they get none their FSDP units reduce
+    zeros for them, as torch >= 2.13 offers (MindSpeed-MM's trainer cannot: the finding says so).
     """
     result = SmokeResult(mode="contract", iterations_expected=steps)
     problem = _check_inputs(model_dir, data_json, steps, nproc, param_dtype)
@@ -142,6 +148,7 @@ def run_contract_smoke(
             store_path=str(work / "store"),
             result_dir=str(work),
             stage=dict(stage or {}),
+            experts=list(experts),
         )
         args_path = work / "args.json"
         args_path.write_text(json.dumps(asdict(args)))
@@ -210,6 +217,15 @@ def _fill_result(
         problems, verified = shard_findings([r for r in ranks if r is not None])
         result.error = "; ".join(problems)
         result.notes += verified
+    experts = rank0.experts if rank0 is not None else {}
+    if experts:
+        found = UnroutedExperts.from_dict(experts)
+        if line := found.finding(rank0.experts_remedy if rank0 is not None else ""):
+            result.notes.append(line)
+        if found.hazard and result.error:
+            result.error = mismatch_error(log_tail(work, codes)) or result.error
+            result.hint = ("experts no token reaches got no gradient, so the ranks' gradient reduce-scatters can "
+                           "differ (the WARNING above)")
     if result.error:
         result.log_tail = log_tail(work, codes)
 
@@ -279,9 +295,12 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     # requires_grad as the model's own __init__ left it: Qwen2-Audio's sinusoidal embed_positions is fixed
     shapes = [(name, tuple(p.shape), p.requires_grad) for name, p in model.named_parameters()]
     _apply_freeze(model, args.freeze)
+    found = unrouted_experts(model, args.experts) if args.experts else None  # same weights, same answer per rank
     accepted = _accepted_kwargs(model)
     _apply_recompute(model, args.recompute)
     _apply_fsdp(model, args.apply_modules, mesh, dtype)
+    if found is not None:
+        out.experts, out.experts_remedy = found.to_dict(), reduce_zeros_for(model, found)
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ContractError(f"no trainable parameters: model.freeze {args.freeze} froze every parameter")

@@ -42,6 +42,8 @@ class RankResult:
     shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (hooks.model.memory.measure_rank)
     planned: dict[str, int] = field(default_factory=dict)  # the memory plan's arithmetic for this rank
     no_grad: list[str] = field(default_factory=list)  # trainable parameters the forward left without a gradient
+    experts: dict[str, Any] = field(default_factory=dict)  # hooks.smoke.experts.UnroutedExperts, as a dict
+    experts_remedy: str = ""  # what the smoke did about experts without a gradient (hooks.smoke.experts)
 
 
 @dataclass(frozen=True)

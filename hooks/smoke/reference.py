@@ -491,6 +491,35 @@ def _build_shapes(model_dir: Path, cfg: dict[str, Any], stage: str = "") -> Any:
                         trained_submodule=stage)
 
 
+EXPERTS = "experts.json"
+
+
+def write_experts(model: Any, cfg: dict[str, Any], observed: Path) -> None:
+    """Whether experts no token reaches get a gradient in the trained model (``hooks.smoke.experts``), for the
+    smoke's finding; written before the replay waits for the trainer, so a trainer that stopped on it still gets
+    its cause. Nothing where the YAML plans no experts (``parallel.ep_plan.apply_modules``)."""
+    from hooks.smoke.experts import unrouted_experts
+
+    patterns = ((cfg.get("parallel") or {}).get("ep_plan") or {}).get("apply_modules") or []
+    if patterns:
+        partial = observed / f"{EXPERTS}.tmp"
+        partial.write_text(json.dumps(unrouted_experts(model, patterns).to_dict()))
+        partial.replace(observed / EXPERTS)
+
+
+def read_experts(observed: Path, process: Any, cfg: dict[str, Any], timeout_s: float = 120) -> dict[str, Any]:
+    """What ``write_experts`` found ({} where the YAML plans no experts, or the reference ended without it),
+    waiting for it while the reference still builds the model."""
+    import time
+
+    if not ((cfg.get("parallel") or {}).get("ep_plan") or {}).get("apply_modules"):
+        return {}
+    path, deadline = observed / EXPERTS, time.monotonic() + timeout_s
+    while not path.is_file() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
 def go_reference(observed: Path) -> None:
     """The trainer exited with its steps recorded: the reference may replay them."""
     (observed / "reference_after").write_text(GO)
@@ -580,6 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                 traceback.print_exc(file=sys.stderr)
             built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
                                     spec.get("stage") or {})
+            write_experts(built[1], cfg, Path(spec["observed"]))
             if _wait_for(args.after, args.timeout, int(spec.get("ranks") or 0)) != GO:
                 return 0
         result = replay(spec, built)

@@ -130,27 +130,31 @@ def run_smoke(
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
         trust_remote_code=bool(answers.get("trust_remote_code")), progress=progress,
         log_path=inputs.work_dir / "contract_smoke.log", stage=facts.get("trained_submodule") or {},
+        experts=plans["experts"],
     )
     return result, inputs, note
 
 
 def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[str]]:
-    """FSDP units, freeze and recompute targets as the generated YAML states them (the probe's plan without one).
+    """FSDP units, freeze and recompute targets and the expert modules as the generated YAML states them (the
+    probe's plan without one).
 
     Reading the YAML means the contract smoke checks what the user will train, edits included.
     """
     if not config_yaml.is_file():
         return {"apply_modules": plan.get("apply_modules", []), "freeze": [],
-                "recompute": plan.get("recompute_modules", [])}
+                "recompute": plan.get("recompute_modules", []), "experts": plan.get("ep_modules", [])}
     import yaml
 
     cfg = yaml.safe_load(config_yaml.read_text()) or {}
     features = cfg.get("features") or {}
     recompute = (features.get("recompute_plan") or {}).get("apply_modules") or [] if features.get("recompute") else []
+    parallel = cfg.get("parallel") or {}
     return {
-        "apply_modules": ((cfg.get("parallel") or {}).get("fsdp_plan") or {}).get("apply_modules") or [],
+        "apply_modules": (parallel.get("fsdp_plan") or {}).get("apply_modules") or [],
         "freeze": (cfg.get("model") or {}).get("freeze") or [],
         "recompute": list(recompute),
+        "experts": (parallel.get("ep_plan") or {}).get("apply_modules") or [],
     }
 
 

@@ -333,7 +333,7 @@ def run_framework_smoke(
                                 "prefix": prefix}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
-    from hooks.smoke.reference import go_reference, loss_equivalence, start_reference, stop_reference
+    from hooks.smoke.reference import go_reference, loss_equivalence, read_experts, start_reference, stop_reference
 
     # The loss reference imports and builds the model's own class while the trainer runs (issue 24's cost).
     reference = start_reference(yaml_path, Path(model_dir).resolve(), observed, mm_home=Path(mm_home), python=python,
@@ -345,6 +345,7 @@ def run_framework_smoke(
         stop_reference(reference, observed)
         raise
     records = parse_iterations(run.log_text)
+    experts = read_experts(observed, reference, cfg) if not records else {}  # before the reference is stopped
     if records:
         go_reference(observed)  # it replays the recorded steps
     else:
@@ -385,7 +386,24 @@ def run_framework_smoke(
         result.notes += [f"WARNING: {problem}" for problem in problems if ignored_settings != "stop"]
     elif records:
         stop_reference(reference, observed)
+    expert_finding(result, experts or read_experts(observed, reference, cfg, timeout_s=0), run.log_text)
     return judge(result)
+
+
+def expert_finding(result: SmokeResult, experts: dict[str, Any], log_text: str) -> None:
+    """Whether experts no token reaches get a gradient (``hooks.smoke.experts``, found by the reference on the
+    model's own class): a WARNING where they get none, and the cause of a run that stopped on it."""
+    from hooks.smoke.experts import UnroutedExperts, mismatch_error
+
+    if not experts:
+        return
+    found = UnroutedExperts.from_dict(experts)
+    if line := found.finding():
+        result.notes.append(line)
+    if found.hazard and result.error:
+        result.error = mismatch_error(log_text) or result.error
+        result.hint = ("experts no token reaches got no gradient, so the ranks' gradient reduce-scatters can "
+                       "differ (the WARNING above)")
 
 
 MEDIA_HINT = ("each medium's inputs must reach forward and its tower: compare the batch keys with forward's "

@@ -32,8 +32,9 @@ from hooks.data.sample import build_demo_dataset
 from hooks.tiny.common import TinyParts
 
 # 2: Gemma 3n's pad embedding row is no longer zero (NaN gradients in padded batches); 3: Gemma 3's image
-# projection is drawn, not zeros (no vision-tower gradient at step 1)
-BUILD_VERSION = 3
+# projection is drawn, not zeros (no vision-tower gradient at step 1); 4: Qwen3-Omni carries its release's chat
+# template
+BUILD_VERSION = 4
 MARKER = ".tiny-build.json"
 
 

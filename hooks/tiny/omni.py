@@ -71,6 +71,153 @@ QWEN2_5_OMNI_CHAT_TEMPLATE = (
     "{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+# Qwen3-Omni-30B-A3B-Instruct's processor chat template, verbatim as Xinference ships it for that release
+# (xorbitsai/inference xinference/model/llm/llm_family.json, entry "Qwen3-Omni-Instruct", added in commit
+# a53c19365ae1c98a79d43a96767162782f2b2630 and unchanged through 7ecec16b63383e18e4af790c4b522fb7d79f7e77). No copy
+# of the Hub folder's chat_template.json was found in the stored sources; the same Xinference commit's
+# "Qwen3-Omni-Thinking" entry is byte for byte the Thinking release's chat_template.json as TheDoctor-JI/Qwen3-Omni
+# keeps it (tests/fixtures/thinking_chat_template.json, commit 0fca5b0537f5d0581b360f8e82e96d7f11457f93, "fetched
+# from the official Qwen checkpoint repositories"), which is why this copy is taken as the published one. Like
+# Qwen3-2507's, it writes an empty ``<think>\n\n</think>\n\n`` before the last assistant answer.
+QWEN3_OMNI_CHAT_TEMPLATE = (
+    '{%- if tools %}\n'
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    '        {%- if messages[0].content is string %}\n'
+    '            {{- messages[0].content }}\n'
+    '        {%- else %}\n'
+    '            {%- for content in messages[0].content %}\n'
+    "                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}\n"
+    '                    {{- "<|vision_start|><|image_pad|><|vision_end|>" }}\n'
+    "                {%- elif content.type == 'audio' or 'audio' in content or 'audio_url' in content %}\n"
+    '                    {{- "<|audio_start|><|audio_pad|><|audio_end|>" }}\n'
+    "                {%- elif content.type == 'video' or 'video' in content %}\n"
+    '                    {{- "<|vision_start|><|video_pad|><|vision_end|>" }}\n'
+    "                {%- elif content.type == 'text' %}\n"
+    '                    {{- content.text }}\n'
+    '                {%- endif %}\n'
+    '            {%- endfor %}\n'
+    '        {%- endif %}\n'
+    '    {%- endif %}\n'
+    "    {{- '\\n\\n' }}\n"
+    '    {{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are pro'
+    'vided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
+    '    {%- for tool in tools %}\n'
+    '        {{- "\\n" }}\n'
+    '        {{- tool | tojson }}\n'
+    '    {%- endfor %}\n'
+    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments'
+    ' within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <'
+    'args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
+    '{%- else %}\n'
+    "    {%- if messages[0].role == 'system' %}\n"
+    '        {%- if messages[0].content is string %}\n'
+    "            {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|>\\n' }}\n"
+    '        {%- else %}\n'
+    '            {%- for content in messages[0].content %}\n'
+    "                {%- if content.type == 'image' or 'image' in content or 'image_url' in content %}\n"
+    '                    {{- \'<|im_start|>system\\n\' +"<|vision_start|><|image_pad|><|vision_end|>"+ \'<|im'
+    "_end|>\\n' }}\n"
+    "                {%- elif content.type == 'audio' or 'audio' in content or 'audio_url' in content %}\n"
+    '                    {{- \'<|im_start|>system\\n\' +"<|audio_start|><|audio_pad|><|audio_end|>"+ \'<|im_e'
+    "nd|>\\n' }}\n"
+    "                {%- elif content.type == 'video' or 'video' in content %}\n"
+    '                    {{- \'<|im_start|>system\\n\' +"<|vision_start|><|video_pad|><|vision_end|>"+ \'<|im'
+    "_end|>\\n' }}\n"
+    "                {%- elif content.type == 'text' %}\n"
+    "                    {{- '<|im_start|>system\\n' +content.text+ '<|im_end|>\\n' }}\n"
+    '                {%- endif %}\n'
+    '            {%- endfor %}\n'
+    '        {%- endif %}\n'
+    '    {%- endif %}\n'
+    '{%- endif %}\n'
+    '{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}\n'
+    '{%- for message in messages[::-1] %}\n'
+    '    {%- set index = (messages|length - 1) - loop.index0 %}\n'
+    '    {%- if ns.multi_step_tool and message.role == "user" and message.content is string and not(messa'
+    "ge.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}\n"
+    '        {%- set ns.multi_step_tool = false %}\n'
+    '        {%- set ns.last_query_index = index %}\n'
+    '    {%- endif %}\n'
+    '{%- endfor %}\n'
+    '{%- for message in messages %}\n'
+    '    {%- if message.content is string %}\n'
+    '        {%- set content = message.content %}\n'
+    '    {%- else %}\n'
+    '        {%- set content = namespace(text="") %}\n'
+    '        {%- for mcontent in message.content %}\n'
+    "            {%- if mcontent.type == 'image' or 'image' in mcontent or 'image_url' in mcontent %}\n"
+    '                {%- set content.text = content.text~"<|vision_start|><|image_pad|><|vision_end|>" %}'
+    '\n'
+    "            {%- elif mcontent.type == 'audio' or 'audio' in mcontent or 'audio_url' in mcontent %}\n"
+    '                {%- set content.text = content.text~"<|audio_start|><|audio_pad|><|audio_end|>" %}\n'
+    "            {%- elif mcontent.type == 'video' or 'video' in mcontent %}\n"
+    '                {%- set content.text = content.text~"<|vision_start|><|video_pad|><|vision_end|>" %}'
+    '\n'
+    "            {%- elif mcontent.type == 'text' %}\n"
+    '                {%- set content.text = content.text~mcontent.text %}\n'
+    '            {%- endif %}\n'
+    '        {%- endfor %}\n'
+    '        {%- set content = content.text %}\n'
+    '    {%- endif %}\n'
+    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first) %}\n'
+    "        {{- '<|im_start|>' + message.role + '\\n' + content + '<|im_end|>' + '\\n' }}\n"
+    '    {%- elif message.role == "assistant" %}\n'
+    '        {%- set reasoning_content = "" %}\n'
+    '        {%- if message.reasoning_content is string %}\n'
+    '            {%- set reasoning_content = message.reasoning_content %}\n'
+    '        {%- else %}\n'
+    "            {%- if '</think>' in content %}\n"
+    "            {%- set reasoning_content = content.split('</think>')[0].rstrip('\\n').split('<think>')[-"
+    "1].lstrip('\\n') %}\n"
+    "            {%- set content = content.split('</think>')[-1].lstrip('\\n') %}\n"
+    '        {%- endif %}\n'
+    '    {%- endif %}\n'
+    '    {%- if loop.index0 > ns.last_query_index %}\n'
+    '        {%- if loop.last or (not loop.last and reasoning_content) %}\n'
+    '            {{- \'<|im_start|>\' + message.role + \'\\n<think>\\n\' + reasoning_content.strip("\\n") + \'\\n<'
+    "/think>\\n\\n' + content.lstrip('\\n') }}\n"
+    '        {%- else %}\n'
+    "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    '        {%- endif %}\n'
+    '    {%- else %}\n'
+    "        {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    '    {%- endif %}\n'
+    '    {%- if message.tool_calls %}\n'
+    '        {%- for tool_call in message.tool_calls %}\n'
+    "            {%- if (loop.first and content) or (not loop.first) %}{{- '\\n' }}{%- endif %}\n"
+    '            {%- if tool_call.function %}\n'
+    '                {%- set tool_call = tool_call.function %}\n'
+    '            {%- endif %}\n'
+    '            {{- \'<tool_call>\\n{"name": "\' }}\n'
+    '            {{- tool_call.name }}\n'
+    '            {{- \'", "arguments": \' }}\n'
+    '            {%- if tool_call.arguments is string %}\n'
+    '                {{- tool_call.arguments }}\n'
+    '            {%- else %}\n'
+    '                {{- tool_call.arguments | tojson }}\n'
+    '            {%- endif %}\n'
+    "            {{- '}\\n</tool_call>' }}\n"
+    '        {%- endfor %}\n'
+    '    {%- endif %}\n'
+    "    {{- '<|im_end|>\\n' }}\n"
+    '    {%- elif message.role == "tool" %}\n'
+    '        {%- if loop.first or (messages[loop.index0 - 1].role != "tool") %}{{- \'<|im_start|>user\' }}{'
+    '%- endif %}\n'
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    '        {{- content }}\n'
+    "        {{- '\\n</tool_response>' }}\n"
+    '        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}{{- \'<|im_end|>\\n\' }}{%- en'
+    'dif %}\n'
+    '    {%- endif %}\n'
+    '{%- endfor %}\n'
+    '{%- if add_generation_prompt %}\n'
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }"
+    '}{%- endif %}\n'
+    '{%- endif %}'
+)
+
 # Qwen2.5-Omni renames the Qwen2 ids 151646-151648 (object_ref_start/end, box_start) and the vision tokens.
 QWEN2_5_OMNI_SPECIAL_TOKENS = (
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>", "<|box_end|>",
@@ -219,13 +366,13 @@ def _build_qwen3_omni_moe() -> TinyParts:
     """Qwen3-Omni (MoE): thinker (AuT audio encoder with conv downsampling, Qwen3-VL vision tower with deepstack,
     Qwen3-MoE text with interleaved mRoPE), talker (MoE codec LM and its code predictor) and code2wav.
 
-    No chat template: Qwen3-Omni's published chat_template.json was not found in the stored sources, and a template
-    is never made up here; the processor is used with its own media tokens (as transformers' processor tests do).
+    The Instruct release's chat template (``QWEN3_OMNI_CHAT_TEMPLATE``, where it was found is written above it), on
+    the tokenizer and the processor as the release ships it.
     """
     import transformers as tf
 
     tokenizer = _omni_tokenizer(QWEN_SPECIAL_TOKENS + QWEN3_OMNI_EXTRA_TOKENS, QWEN3_ADDED_TOKENS,
-                                QWEN3_OMNI_MEDIA_TOKENS, None)
+                                QWEN3_OMNI_MEDIA_TOKENS, QWEN3_OMNI_CHAT_TEMPLATE)
     media = _ids(tokenizer, audio_token_id="<|audio_pad|>", image_token_id="<|image_pad|>",
                  video_token_id="<|video_pad|>", audio_start_token_id="<|audio_start|>")
     vision_ids = _ids(tokenizer, vision_start_token_id="<|vision_start|>", vision_end_token_id="<|vision_end|>")
@@ -271,7 +418,8 @@ def _build_qwen3_omni_moe() -> TinyParts:
                                    architectures=["Qwen3OmniMoeForConditionalGeneration"])
     image, video = _processor_parts(16, fast=True)
     processor = tf.Qwen3OmniMoeProcessor(image_processor=image, video_processor=video,
-                                         feature_extractor=_whisper_features(128), tokenizer=tokenizer)
+                                         feature_extractor=_whisper_features(128), tokenizer=tokenizer,
+                                         chat_template=QWEN3_OMNI_CHAT_TEMPLATE)
     return TinyParts(config, processor, tf.Qwen3OmniMoeForConditionalGeneration, finish=_finish(processor))
 
 
