@@ -46,7 +46,8 @@ def retarget_token_ids(config: dict[str, Any], tokenizer: Any) -> None:
 
 
 def full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
-    """Published config + tiny tokenizer/processor + unreadable fake weight shards."""
+    """Published config + tiny tokenizer/processor + weight shards that are never meant to be read: one whose header is
+    valid (the copy's pre-flight reads headers only) over a 2 GiB sparse tensor, which nothing loads."""
     from transformers import AutoTokenizer
 
     dest.mkdir(parents=True)
@@ -57,9 +58,15 @@ def full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
     config = json.loads((FULL_CONFIGS / name / "config.json").read_text())
     retarget_token_ids(config, AutoTokenizer.from_pretrained(tiny_dir))
     (dest / "config.json").write_text(json.dumps(config, indent=2))
-    # Reading these would fail: proves the shrinker never touches the weights.
-    (dest / "model-00001-of-00002.safetensors").write_bytes(b"not a safetensors file")
-    (dest / "model.safetensors.index.json").write_text('{"weight_map": {}}')
+    # A valid header over 2 GiB of holes (no disk used): loading it would show in time and memory, so the shrinker
+    # and the smoke never touching the weights stays visible; the other file is no checkpoint at all.
+    shard = dest / "model-00001-of-00002.safetensors"
+    header = json.dumps({"never.read": {"dtype": "BF16", "shape": [1 << 30], "data_offsets": [0, 1 << 31]}}).encode()
+    header += b" " * (-len(header) % 8)
+    with shard.open("wb") as out:
+        out.write(len(header).to_bytes(8, "little") + header)
+        out.truncate(8 + len(header) + (1 << 31))
+    (dest / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"never.read": shard.name}}))
     (dest / "original").mkdir()
     (dest / "original" / "consolidated.00.pth").write_bytes(b"not a checkpoint")
     (dest / "original" / "params.json").write_text('{"dim": 4096}')

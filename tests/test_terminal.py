@@ -99,10 +99,15 @@ def processes_of(dest: Path) -> list[str]:
 
 
 def broken_weights(tiny: Path, dest: Path) -> Path:
-    """A copy of a tiny model whose safetensors file is cut short: the probe (no weights) passes, loading fails."""
+    """A copy of a tiny model whose safetensors file is sound (the copy's pre-flight reads it) but holds its first
+    tensor in another shape than the config's: the probe (no weights) passes, loading the weights fails."""
+    from safetensors.torch import load_file, save_file
+
     shutil.copytree(tiny, dest)
-    weights = dest / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:4096])
+    weights = load_file(dest / "model.safetensors")
+    first = sorted(weights)[0]
+    weights[first] = weights[first].flatten()[:3].clone()
+    save_file(weights, dest / "model.safetensors", metadata={"format": "pt"})
     return dest
 
 
