@@ -352,3 +352,18 @@ def test_a_tekken_tokenizer_counts_as_tokenizer_files() -> None:
     from hooks.model.probe import TOKENIZER_FILES
 
     assert "tekken.json" in TOKENIZER_FILES  # Voxtral ships its tokenizer as tekken.json only
+
+
+def test_branch_c_takes_the_media_its_convention_hands_the_processor() -> None:
+    """An omni model whose processor writes its own prompt (no chat template) takes no clips on branch c: its data
+    with audio stops the copy, and the smoke's generated sample holds images only."""
+    from hooks.data.audio import media_taken, untaken_media_error
+
+    omni = {"architecture": "Omni", "processor": {"media": ["image", "audio"], "sample_format": {"kind": "prompt"}}}
+    assert media_taken(omni) == ["image", "audio"] and media_taken(omni, "c") == ["image"]
+    record = [{"messages": [{"role": "user", "content": "<audio>Hi"}], "audios": ["a.wav"]}]
+    refused = untaken_media_error(record, omni, branch="c")
+    assert "branch c's 'prompt' convention hands the processor no audio" in refused
+    assert untaken_media_error(record, omni, branch="b") == ""
+    chat = {"processor": {"media": ["audio"], "sample_format": {"kind": "chat", "media": ["audio"]}}}
+    assert media_taken(chat, "c") == ["audio"]

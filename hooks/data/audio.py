@@ -117,17 +117,24 @@ def measure(facts: AudioFacts, out: Any, forward_params: list[str]) -> None:
                               f"{facts.output_keys}; forward takes {[p for p in forward_params if input_medium(p)]})")
 
 
-def media_taken(facts: dict[str, Any]) -> list[str]:
-    """The media the model's processor takes, from the frozen facts (absent: images, as before audio)."""
-    return list((facts.get("processor") or {}).get("media") or ["image"])
+def media_taken(facts: dict[str, Any], branch: str = "") -> list[str]:
+    """The media the model's processor takes, from the frozen facts (absent: images, as before audio); on branch c,
+    those its dataset plugin's convention hands the processor (only the chat and template conventions take clips:
+    an omni model whose processor writes its own prompt trains on images there, and its data must say so)."""
+    proc = facts.get("processor") or {}
+    taken = list(proc.get("media") or ["image"])
+    if branch != "c":
+        return taken
+    form = proc.get("sample_format") or {}
+    return list(form.get("media") or [m for m in taken if m != "audio"] or ["image"])
 
 
 def untaken_media_error(records: list[dict[str, Any]], facts: dict[str, Any], field: str = "data_json",
-                        audios_of: Any = None, images_of: Any = None, texts_of: Any = None) -> str:
-    """Why the records hold a medium the model takes none of ("" when they don't): a clip (or ``<audio>``) for an
+                        audios_of: Any = None, images_of: Any = None, texts_of: Any = None, branch: str = "") -> str:
+    """Why the records hold a medium the data path takes none of ("" when they don't): a clip (or ``<audio>``) for an
     image-only model would be trained as the placeholder's text, an image for an audio-only model would fail the
     processor. ``*_of``: how a record names its clips, images and texts (default: the huggingface shape)."""
-    taken = media_taken(facts)
+    taken = media_taken(facts, branch)
     audios_of = audios_of or (lambda r: _listed(r.get("audios")))
     images_of = images_of or (lambda r: _listed(r.get("images")))
     texts_of = texts_of or (lambda r: [str(m.get("content", "")) for m in r.get("messages") or []
@@ -143,9 +150,13 @@ def untaken_media_error(records: list[dict[str, Any]], facts: dict[str, Any], fi
             if count and medium not in taken:
                 what, part = (("audio clips or <audio>", "feature extractor") if medium == "audio" else
                               ("images or <image>", "image processor"))
-                return (f"{field}: record {index} has {what}, but {facts.get('architecture', 'the model')} takes "
-                        f"no {medium} (its processor has no {part}): it would train on the placeholder's text; drop "
-                        f"the {medium} from the data or migrate a model that takes it")
+                if medium in media_taken(facts):  # the processor takes it, branch c's convention does not
+                    why = (f"branch c's {(facts.get('processor') or {}).get('sample_format', {}).get('kind')!r} "
+                           f"convention hands the processor no {medium}")
+                else:
+                    why = f"{facts.get('architecture', 'the model')} takes no {medium} (its processor has no {part})"
+                return (f"{field}: record {index} has {what}, but {why}: it would train on the placeholder's text; "
+                        f"drop the {medium} from the data or migrate a model that takes it")
     return ""
 
 

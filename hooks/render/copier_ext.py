@@ -206,12 +206,12 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "", model_p
         return problem
     mapping = runtime().FieldMap(**parse_fields(str(data_fields or "")))
     return (_untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
-                     lambda r: [text for _, text in mapping.turns(r)])
+                     lambda r: [text for _, text in mapping.turns(r)], branch="c")
             or media_error(str(data_json or ""), str(media_root or ""), mapped_media(mapping))
             or length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
 
 
-def _untaken(data_json: str, model_facts: object, *of: Callable[..., list]) -> str:
+def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], branch: str = "") -> str:
     """A medium the records hold and the model takes none of (``hooks.data.audio.untaken_media_error``)."""
     from hooks.data.audio import untaken_media_error
     from hooks.data.preflight import CHECKED_RECORDS, DataError, read_records
@@ -222,7 +222,7 @@ def _untaken(data_json: str, model_facts: object, *of: Callable[..., list]) -> s
         records = read_records(Path(os.path.expanduser(str(data_json))))[:CHECKED_RECORDS]
     except (DataError, OSError):
         return ""  # data_json's own check says why
-    return untaken_media_error(records, model_facts, "data_json", *of)
+    return untaken_media_error(records, model_facts, "data_json", *of, branch=branch)
 
 
 def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
@@ -234,7 +234,8 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
 
     if data_branch == "c":
         return check("", str(media_root or ""))  # the folder only
-    return (_untaken(data_json, model_facts) or check(str(data_json or ""), str(media_root or ""))
+    return (_untaken(data_json, model_facts, branch=str(data_branch)) or check(str(data_json or ""),
+                                                                                str(media_root or ""))
             or length_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
 
 

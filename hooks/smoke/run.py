@@ -70,9 +70,10 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
         media_root = Path(os.path.expanduser(answers.get("media_root") or str(data_json.parent))).resolve()
         data_note = f"{data_json} (media root {media_root})"
     else:
+        from hooks.data.audio import media_taken
         from hooks.data.sample import build_demo_dataset, demo_media
 
-        media = (answers.get("model_facts", {}).get("processor") or {}).get("media") or ["image"]
+        media = media_taken(answers.get("model_facts", {}), str(answers.get("data_branch") or ""))
         data_json = build_demo_dataset(work / "data", media=media)
         media_root = data_json.parent
         data_note = f"generated sample: {demo_media(media)}"
