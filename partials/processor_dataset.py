@@ -165,18 +165,24 @@ class TemplateCall:
 def audio_file(wave: Any, rate: int, folder: Path) -> str:
     """``wave`` (float32 at ``rate``) as a float WAV file in ``folder`` named by its content: lossless, so the
     template call reads back the very samples the clip was loaded as."""
-    import hashlib
     import io
 
     import soundfile
 
     encoded = io.BytesIO()
     soundfile.write(encoded, wave, rate, format="WAV", subtype="FLOAT")
-    path = Path(folder) / f"{hashlib.sha256(encoded.getvalue()).hexdigest()[:32]}.wav"
+    return _content_file(encoded.getvalue(), folder, ".wav")
+
+
+def _content_file(data: bytes, folder: Path, suffix: str) -> str:
+    """``data`` written once into ``folder`` under a name made of its hash (atomically: ranks share the folder)."""
+    import hashlib
+
+    path = Path(folder) / f"{hashlib.sha256(data).hexdigest()[:32]}{suffix}"
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.part")
-        partial.write_bytes(encoded.getvalue())
+        partial.write_bytes(data)
         partial.replace(path)
     return str(path.resolve())
 
@@ -192,18 +198,11 @@ def training_mode(load_mode: str) -> Any:
 
 def image_file(image: Any, folder: Path) -> str:
     """``image`` as a PNG file in ``folder`` named by its content (lossless: the model opens the same pixels)."""
-    import hashlib
     import io
 
     encoded = io.BytesIO()
     image.save(encoded, format="PNG")
-    path = Path(folder) / f"{hashlib.sha256(encoded.getvalue()).hexdigest()[:32]}.png"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(f".{os.getpid()}.part")
-        partial.write_bytes(encoded.getvalue())
-        partial.replace(path)
-    return str(path.resolve())
+    return _content_file(encoded.getvalue(), folder, ".png")
 
 
 def weightless(model_class: Any, path: str) -> Any:

@@ -224,52 +224,44 @@ def expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any
                       sizes: tuple[tuple[int, int], ...] = ((96, 48),), form: dict[str, Any] | None = None) -> str:
     """Why the data path's text for one image-first turn (media expanded in place by ``processor_media``)
     does not tokenize to the processor's own ids ("" if it does)."""
-    from hooks.data.chat_format import ChatFormat
-
-    fmt, images = ChatFormat(**chat), [sample_image(size) for size in sizes]
-    data = [{"role": "user", "content": "<image>" * len(images) + "Describe."},
-            {"role": "assistant", "content": "Red."}]
-    expanded = runtime().expand_messages(data, processor, images, [], media_format(chat, media))
-    text = fmt.render_contents(None, [m["content"] for m in expanded])
-    tokenizer = processor.tokenizer
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    ids = [tokenizer.bos_token_id, *ids] if fmt.bos_from_tokenizer else ids
-    turns = [{"role": "user", "content": [*({"type": "image", "image": i} for i in images),
-                                          {"type": "text", "text": "Describe."}]},
-             {"role": "assistant", "content": [{"type": "text", "text": "Red."}]}]
-    own = own_inputs(processor, [turns], fmt.string_roles, form)["input_ids"][0].tolist()
-    if ids == own:
-        return ""
-    at = first_difference(ids, own)
-    return (f"the processor's expansion of an image depends on where it stands in the conversation (first "
-            f"difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs {tokenizer.decode(own[at:at + 3])!r})")
+    return _in_place_problem(processor, chat, media, "image", [sample_image(size) for size in sizes], "Red.", form)
 
 
 def audio_expansion_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any],
                             form: dict[str, Any] | None = None) -> str:
-    """Why the data path's text for one audio-first turn (clips expanded in place by ``processor_media``) does not
-    tokenize to the processor's own ids ("" if it does): two clips of different lengths."""
-    from hooks.data.chat_format import ChatFormat
+    """The same for one audio-first turn, with two clips of different lengths."""
     from hooks.data.sample import demo_audio
 
-    fmt, clips = ChatFormat(**chat), [demo_audio(0)[0], demo_audio(1, seconds=2.5)[0]]
-    data = [{"role": "user", "content": "<audio>" * len(clips) + "Describe."}, {"role": "assistant", "content": "Low."}]
-    expanded = runtime().expand_messages(data, processor, [], [], media_format(chat, media), clips)
+    clips = [demo_audio(0)[0], demo_audio(1, seconds=2.5)[0]]
+    form = {**(form or {}), "audio_kwarg": media["audio_kwarg"], "sampling_rate": media["sampling_rate"]}
+    return _in_place_problem(processor, chat, media, "audio", clips, "Low.", form)
+
+
+def _in_place_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any], kind: str, items: list[Any],
+                      answer: str, form: dict[str, Any] | None) -> str:
+    """Why ``items`` (of ``kind``) expanded in place in a first user turn do not tokenize as the processor's own
+    rendering of that turn does ("" when they do)."""
+    from hooks.data.chat_format import ChatFormat
+
+    fmt = ChatFormat(**chat)
+    data = [{"role": "user", "content": f"<{kind}>" * len(items) + "Describe."},
+            {"role": "assistant", "content": answer}]
+    images, clips = (items, []) if kind == "image" else ([], items)
+    expanded = runtime().expand_messages(data, processor, images, [], media_format(chat, media), clips)
     text = fmt.render_contents(None, [m["content"] for m in expanded])
     tokenizer = processor.tokenizer
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     ids = [tokenizer.bos_token_id, *ids] if fmt.bos_from_tokenizer else ids
-    turns = [{"role": "user", "content": [*({"type": "audio", "audio": c} for c in clips),
+    turns = [{"role": "user", "content": [*({"type": kind, kind: item} for item in items),
                                           {"type": "text", "text": "Describe."}]},
-             {"role": "assistant", "content": [{"type": "text", "text": "Low."}]}]
-    own = own_inputs(processor, [turns], fmt.string_roles, {**(form or {}), "audio_kwarg": media["audio_kwarg"],
-                                                            "sampling_rate": media["sampling_rate"]})
-    own = own["input_ids"][0].tolist()
+             {"role": "assistant", "content": [{"type": "text", "text": answer}]}]
+    own = own_inputs(processor, [turns], fmt.string_roles, form)["input_ids"][0].tolist()
     if ids == own:
         return ""
     at = first_difference(ids, own)
-    return (f"the processor's expansion of a clip depends on where it stands in the conversation (first "
-            f"difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs {tokenizer.decode(own[at:at + 3])!r})")
+    return (f"the processor's expansion of {'an image' if kind == 'image' else 'a clip'} depends on where it stands "
+            f"in the conversation (first difference at token {at}: {tokenizer.decode(ids[at:at + 3])!r} vs "
+            f"{tokenizer.decode(own[at:at + 3])!r})")
 
 
 def slots_tokenize_apart(fmt: Any, tokenizer: Any) -> bool:
