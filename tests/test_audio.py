@@ -367,3 +367,18 @@ def test_branch_c_takes_the_media_its_convention_hands_the_processor() -> None:
     assert untaken_media_error(record, omni, branch="b") == ""
     chat = {"processor": {"media": ["audio"], "sample_format": {"kind": "chat", "media": ["audio"]}}}
     assert media_taken(chat, "c") == ["audio"]
+
+
+def test_what_the_model_freezes_itself_stays_frozen_after_loading(facts: dict, qwen2_audio: Path) -> None:
+    """Qwen2-Audio's __init__ freezes its sinusoidal positions; transformers 5's from_pretrained hands them back
+    trainable. The facts name them, and every load of ours (the smoke's reference and contract smoke, through
+    ``keep_frozen``; the generated plugin, from the facts) freezes them again."""
+    from hooks.model.loading import keep_frozen
+    from hooks.model.stages import load_trained
+
+    assert facts["frozen_by_model"] == ["audio_tower.embed_positions.weight"]
+    model = load_trained(qwen2_audio, None)
+    model.requires_grad_(True)  # as transformers 5 loads it
+    keep_frozen(model)
+    assert not model.get_parameter("audio_tower.embed_positions.weight").requires_grad
+    assert all(p.requires_grad for n, p in model.named_parameters() if n != "audio_tower.embed_positions.weight")

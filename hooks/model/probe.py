@@ -33,7 +33,7 @@ from hooks.model.build import (
     resolve_model_class,  # noqa: F401 - re-exported: tests and benchmarks resolve through it
 )
 from hooks.model.coverage import check_covered
-from hooks.model.loading import is_custom_model, load_config_and_class
+from hooks.model.loading import frozen_by_model, is_custom_model, load_config_and_class
 from hooks.model.modality import input_medium
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 from hooks.model.stages import embeddings, forward_facts
@@ -74,6 +74,9 @@ class ModelFacts:
     # Boolean precision flags the class casts itself by in ``__init__`` (Qwen-VL's fp16/bf16/fp32 in config.json):
     # the plugin turns them to fp32 so that the trainer's dtype governs, as for every other model.
     precision_flags: list[str] = field(default_factory=list)
+    # Parameters the class's own __init__ freezes (Qwen2-Audio's sinusoidal embed_positions): the plugin freezes them
+    # again after from_pretrained, which in transformers 5 hands them back trainable.
+    frozen_by_model: list[str] = field(default_factory=list)
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
     memory_default: dict[str, Any] = field(default_factory=dict)
@@ -90,7 +93,7 @@ class ModelFacts:
         data = asdict(self)
         data.pop("memory_default")
         # most models have none of these: absent, so that their answers files stay as they were
-        for key in ("auto_models", "embeddings_in", "precision_flags"):
+        for key in ("auto_models", "embeddings_in", "precision_flags", "frozen_by_model"):
             if not data[key]:
                 data.pop(key)
         if not with_timings:
@@ -503,6 +506,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
         auto_models=auto_models(cls, config) if own_code else [],
         embeddings_in=embeddings_holder(model) if own_code else "",
         precision_flags=precision_flags(cls, published_config) if own_code else [],
+        frozen_by_model=frozen_by_model(model),
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
     timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hooks.model.loading import ProbeError, load_config_and_class
+from hooks.model.loading import ProbeError, keep_frozen, load_config_and_class
 from hooks.model.modality import tower_medium
 
 PLUGINS = Path("mindspeed_mm") / "fsdp" / "models"
@@ -273,11 +273,12 @@ def load_trained(model_dir: Path, stage: dict[str, str] | None, *, trust_remote_
     explicit ``key_mapping`` does it for a class whose prefix is another)."""
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     if not (stage and stage.get("name")):
-        return cls.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code, **kwargs)
+        return keep_frozen(cls.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code, **kwargs))
     sub_cls = stage_class(cls, stage.get("class") or "")
     sub_config = getattr(config, stage.get("config_key") or "", None)
     if sub_config is None:
         raise ProbeError(f"trained_submodule: {cls.__name__}'s config has no {stage.get('config_key')!r}")
     if getattr(sub_cls, "base_model_prefix", "") != stage["name"]:
         kwargs.setdefault("key_mapping", {f"^{re.escape(stage['name'])}\\.": ""})
-    return sub_cls.from_pretrained(str(model_dir), config=sub_config, trust_remote_code=trust_remote_code, **kwargs)
+    return keep_frozen(sub_cls.from_pretrained(str(model_dir), config=sub_config, trust_remote_code=trust_remote_code,
+                                               **kwargs))

@@ -11,6 +11,7 @@ processor's own call defaults, not a saved setting, so its tiny encoder keeps th
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -167,6 +168,14 @@ def _tekken_special_tokens() -> list[dict[str, Any]]:
     return table
 
 
+def _byte_chars() -> dict[int, str]:
+    """GPT-2's byte-level alphabet (byte -> the printable character a byte-level BPE writes for it), as the
+    ``tokenizers`` pre-tokenizer builds it; written out here because transformers 5 dropped its private copy."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    extra = iter(range(256, 512))
+    return {byte: chr(byte if byte in printable else next(extra)) for byte in range(256)}
+
+
 def _tekken_file(path: Path) -> None:
     """Write a Tekken tokenizer file (mistral_common's format): the locally trained byte-level BPE as ranked byte
     strings (ranks 0-255 the single bytes, then the merges in training order), the control tokens, a v7 config
@@ -177,10 +186,8 @@ def _tekken_file(path: Path) -> None:
     import base64
     import json
 
-    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
-
     bpe = _train_bpe(TEKKEN_PATTERN)
-    to_byte = {char: byte for byte, char in bytes_to_unicode().items()}
+    to_byte = {char: byte for byte, char in _byte_chars().items()}
     merges = sorted((index, token) for token, index in bpe.get_vocab().items() if len(token) > 1)
     pieces = [bytes([b]) for b in range(256)] + [bytes(to_byte[c] for c in token) for _, token in merges]
 
@@ -243,3 +250,8 @@ BUILDERS: dict[str, Callable[[], TinyParts]] = {
     "phi4_multimodal": _build_phi4_multimodal,
     "voxtral": _build_voxtral,
 }
+
+# Voxtral's tokenizer class is MistralCommonTokenizer in transformers 4.57 (MistralCommonBackend, with another
+# processor around it, from 5.0 on): built here on 4.57 only; the transformers-5 leg leaves it out.
+UNAVAILABLE: frozenset[str] = frozenset(
+    () if hasattr(importlib.import_module("transformers"), "MistralCommonTokenizer") else ("voxtral",))

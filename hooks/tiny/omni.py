@@ -301,9 +301,10 @@ def _finish(processor: Any, speakers: tuple[int, int, int] | None = None) -> Cal
 
     def finish(out: Path) -> None:
         path = out / "preprocessor_config.json"
-        merged = {**json.loads(path.read_text()), **processor.image_processor.to_dict()}
-        merged["processor_class"] = type(processor).__name__
-        path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+        if path.is_file():  # transformers 5 nests the parts in processor_config.json instead: nothing to merge
+            merged = {**json.loads(path.read_text()), **processor.image_processor.to_dict()}
+            merged["processor_class"] = type(processor).__name__
+            path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
         if speakers:
             import torch
 
