@@ -546,6 +546,7 @@ def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict
                                             spec.get("end_of_turn", ""), forward_keys, bool(spec.get("forward_kwargs")))
             findings += notes
         if verdict == "match":
+            names.append("text only")
             length, batch = batches[-1]
             if isinstance(batch, Exception):
                 payload = _could_not("text only", batch)

@@ -60,6 +60,7 @@ class ParityResult:
     candidate: str = ""
     environment: str = ""
     data_path_raises: bool = False  # the framework's own data path raised on a sample: it cannot be built
+    samples: list[str] = field(default_factory=list)  # the samples compared, in order (a match covers all of them)
 
     @property
     def ok(self) -> bool:
@@ -67,7 +68,8 @@ class ParityResult:
 
     def summary(self) -> str:
         head = f"data parity: {self.verdict.upper()}" + (f" ({self.candidate})" if self.candidate else "")
-        return "\n".join([head] + [f"  {d}" for d in self.details])
+        compared = [f"compared: {', '.join(self.samples)}"] if self.ok and self.samples else []
+        return "\n".join([head] + [f"  {d}" for d in compared + self.details])
 
     def first_difference(self) -> str:
         """What made it fail: the check stops at the first difference, which is its last detail."""
@@ -161,7 +163,8 @@ def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[st
 def _result(payload: dict[str, Any]) -> ParityResult:
     return ParityResult(payload["verdict"], list(payload.get("details", [])),
                         environment=payload.get("environment") or "",
-                        data_path_raises=bool(payload.get("data_path_raises")))
+                        data_path_raises=bool(payload.get("data_path_raises")),
+                        samples=list(payload.get("samples", [])))
 
 
 def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[str, Any], *,
@@ -239,7 +242,7 @@ def _load_cached(key: str) -> ParityResult | None:
         stored = json.loads((_cache_dir() / f"{key}.json").read_text())
     except (OSError, ValueError):
         return None
-    return ParityResult(**stored["result"]) if stored.get("env") == _env_versions() else None
+    return ParityResult(**stored["result"]) if stored.get("env") == _env_versions() else None  # older: no samples
 
 
 def _store(key: str, result: ParityResult) -> None:
