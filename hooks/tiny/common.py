@@ -511,3 +511,23 @@ def _siglip_vision() -> dict[str, Any]:
     }
 
 
+
+
+def draw_zero_weights(suffixes: tuple[str, ...], std: float) -> Callable[[Path], None]:
+    """A ``finish`` that draws the saved tensors named ``*<suffix>`` from N(0, ``std``) (seeded), where the class
+    creates them as zeros: a gate or projection a release holds trained values in would otherwise multiply a tower's
+    output by 0 in a random-weight build, and the tower would get no gradient (Gemma 3's image projection,
+    Mllama's cross-attention gates), which the smoke's media proof rightly fails."""
+
+    def finish(folder: Path) -> None:
+        import torch
+        from safetensors.torch import load_file, save_file
+
+        path = folder / "model.safetensors"
+        weights = load_file(path)
+        generator = torch.Generator().manual_seed(3)
+        for key in sorted(k for k in weights if k.endswith(suffixes)):
+            weights[key] = (torch.randn(weights[key].shape, generator=generator) * std).to(weights[key].dtype)
+        save_file(weights, path, metadata={"format": "pt"})
+
+    return finish

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from hooks.tiny.common import (
@@ -33,6 +32,7 @@ from hooks.tiny.common import (
     _qwen_tokenizer,
     _siglip_vision,
     _vision_token_ids,
+    draw_zero_weights,
     text_dims,
 )
 
@@ -399,30 +399,9 @@ def _build_gemma3() -> TinyParts:
         image_seq_length=tokens_per_image,
         chat_template=GEMMA3_CHAT_TEMPLATE,
     )
+    # Gemma3MultiModalProjector creates mm_input_projection_weight as zeros: a release holds trained values
     return TinyParts(config, processor, tf.Gemma3ForConditionalGeneration,
-                     finish=_gemma3_projection(config.text_config.initializer_range))
-
-
-def _gemma3_projection(std: float) -> Callable[[Path], None]:
-    """A ``finish`` that draws Gemma 3's image projection like every other weight.
-
-    ``Gemma3MultiModalProjector.mm_input_projection_weight`` is created and initialised as zeros: a random-weight
-    build multiplies every image's features by 0, so at step 1 the vision tower gets no gradient (the smoke's
-    media proof says so, rightly). A release holds trained values; here a draw from the init distribution.
-    """
-
-    def finish(folder: Path) -> None:
-        import torch
-        from safetensors.torch import load_file, save_file
-
-        path = folder / "model.safetensors"
-        weights = load_file(path)
-        key = "multi_modal_projector.mm_input_projection_weight"  # as saved (the legacy key, without model.)
-        draw = torch.randn(weights[key].shape, generator=torch.Generator().manual_seed(3)) * std
-        weights[key] = draw.to(weights[key].dtype)
-        save_file(weights, path, metadata={"format": "pt"})
-
-    return finish
+                     finish=draw_zero_weights(("mm_input_projection_weight",), config.text_config.initializer_range))
 
 
 # GLM-4.1V ------------------------------------------------------------------------------------

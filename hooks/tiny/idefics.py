@@ -36,6 +36,7 @@ from hooks.tiny.common import (
     VISION_HIDDEN,
     TinyParts,
     _bpe_tokenizer,
+    draw_zero_weights,
     joint_preprocessor_config,
     text_dims,
 )
@@ -314,7 +315,9 @@ def _build_mllama() -> TinyParts:
     image_processor = tf.MllamaImageProcessor(size={"height": TILE, "width": TILE}, max_image_tiles=4, **MEAN_STD)
     processor = tf.MllamaProcessor(image_processor=image_processor, tokenizer=tokenizer,
                                    chat_template=MLLAMA_CHAT_TEMPLATE)
-    return TinyParts(config, processor, tf.MllamaForConditionalGeneration)
+    # The cross-attention layers' tanh gates start at 0 (the image reaches the text through them only)
+    return TinyParts(config, processor, tf.MllamaForConditionalGeneration,
+                     finish=draw_zero_weights(("cross_attn_attn_gate", "cross_attn_mlp_gate"), 0.02))
 
 
 # Gemma 3n ------------------------------------------------------------------------------------
