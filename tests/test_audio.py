@@ -374,7 +374,7 @@ def test_what_the_model_freezes_itself_stays_frozen_after_loading(facts: dict, q
     """Qwen2-Audio's __init__ freezes its sinusoidal positions; transformers 5's from_pretrained hands them back
     trainable. The facts name them, and every load of ours (the smoke's reference and contract smoke, through
     ``keep_frozen``; the generated plugin, from the facts) freezes them again."""
-    from hooks.model.loading import keep_frozen
+    from hooks.model.build import keep_frozen
     from hooks.model.stages import load_trained
 
     assert facts["frozen_by_model"] == ["audio_tower.embed_positions.weight"]

@@ -99,3 +99,21 @@ def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, 
         raise ProbeError(f"model_path: {model_dir}: the model's code cannot be built ({'; '.join(failures)}; "
                          f"{SHRUNK_CPU}: {type(err).__name__}: {err}); fix the class's __init__ or give a "
                          "folder whose code builds") from err
+
+
+def frozen_by_model(model: Any) -> list[str]:
+    """Parameters the class's own ``__init__`` freezes (Qwen2-Audio's sinusoidal ``embed_positions``), read off a
+    model built without loading (the probe's meta build)."""
+    return [name for name, param in model.named_parameters() if not param.requires_grad]
+
+
+def keep_frozen(model: Any, names: list[str] | None = None) -> Any:
+    """``model`` with the parameters its own ``__init__`` freezes frozen again after loading: transformers 5's
+    ``from_pretrained`` hands them back trainable (4.57 keeps them frozen), so the trainer would train what the model
+    defines as fixed. ``names``: the frozen facts; without them a weightless build of the class says."""
+    if names is None:  # as the probe builds the class: its own code may refuse the meta device (``.item()``)
+        built, _, _ = build_structure(type(model), model.config, Path(getattr(model.config, "_name_or_path", "")))
+        names = frozen_by_model(built)
+    for name in names:
+        model.get_parameter(name).requires_grad_(False)
+    return model

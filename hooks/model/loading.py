@@ -97,22 +97,3 @@ def load_config_and_class(model_dir: Path, *, trust_remote_code: bool) -> tuple[
     config = transformers.AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     return config, resolve_model_class(config, model_dir, trust_remote_code=trust_remote_code), False
 
-
-def frozen_by_model(model: Any) -> list[str]:
-    """Parameters the class's own ``__init__`` freezes (Qwen2-Audio's sinusoidal ``embed_positions``), read off a
-    model built without loading (the probe's meta build)."""
-    return [name for name, param in model.named_parameters() if not param.requires_grad]
-
-
-def keep_frozen(model: Any, names: list[str] | None = None) -> Any:
-    """``model`` with the parameters its own ``__init__`` freezes frozen again after loading: transformers 5's
-    ``from_pretrained`` hands them back trainable (4.57 keeps them frozen), so the trainer would train what the model
-    defines as fixed. ``names``: the frozen facts; without them a weightless build of the class says."""
-    if names is None:
-        import torch
-
-        with torch.device("meta"):
-            names = frozen_by_model(type(model)(model.config))
-    for name in names:
-        model.get_parameter(name).requires_grad_(False)
-    return model

@@ -30,10 +30,11 @@ from hooks.model.build import (
     _gc_paused,
     build_meta_model,  # noqa: F401 - re-exported: tests and benchmarks build through it
     build_structure,
+    frozen_by_model,
     resolve_model_class,  # noqa: F401 - re-exported: tests and benchmarks resolve through it
 )
 from hooks.model.coverage import check_covered
-from hooks.model.loading import frozen_by_model, is_custom_model, load_config_and_class
+from hooks.model.loading import is_custom_model, load_config_and_class
 from hooks.model.modality import input_medium
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
 from hooks.model.stages import embeddings, forward_facts

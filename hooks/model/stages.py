@@ -32,7 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hooks.model.loading import ProbeError, keep_frozen, load_config_and_class
+from hooks.model.build import keep_frozen
+from hooks.model.loading import ProbeError, load_config_and_class
 from hooks.model.modality import tower_medium
 
 PLUGINS = Path("mindspeed_mm") / "fsdp" / "models"

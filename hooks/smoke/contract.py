@@ -379,7 +379,7 @@ def _load_model(model_dir: Path, trust_remote_code: bool, stage: dict[str, str] 
             except (ValueError, ImportError, KeyError, TypeError, AttributeError, OSError) as exc:
                 errors.append(f"{stage.get('class')}(attn={attn}): {type(exc).__name__}: {exc}")
         raise ContractError("could not load the model: " + " | ".join(errors))
-    from hooks.model.loading import keep_frozen
+    from hooks.model.build import keep_frozen
 
     for name, cls in _model_classes(model_dir, trust_remote_code):
         for attn in ("sdpa", "eager"):
