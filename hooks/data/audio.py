@@ -14,7 +14,7 @@ templates and the checks never guess them.
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hooks.model.modality import input_medium
@@ -40,13 +40,6 @@ class AudioFacts:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> AudioFacts | None:
-        if not data:
-            return None
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
 
 def extractor_of(processor: Any) -> tuple[str, Any] | tuple[None, None]:
     """(attribute, feature extractor) of ``processor``, or (None, None) when it takes no audio."""
@@ -62,6 +55,19 @@ def extractor_of(processor: Any) -> tuple[str, Any] | tuple[None, None]:
 def takes_images(processor: Any) -> bool:
     """Whether the processor has an image processor (an audio-only chat model has none)."""
     return getattr(processor, "image_processor", None) is not None
+
+
+def processor_media(processor: Any) -> list[str]:
+    """What the processor takes: ``["image"]`` without a feature extractor, else ``["audio"]`` (an audio-only chat
+    model) or ``["image", "audio"]``: which samples, stand-ins and chat-template items apply to it."""
+    if extractor_of(processor)[1] is None:
+        return ["image"]
+    return ["image", "audio"] if takes_images(processor) else ["audio"]
+
+
+def sampling_rate(processor: Any) -> int:
+    """The rate the processor's feature extractor expects (16 kHz, MindSpeed-MM's default, where it names none)."""
+    return int(getattr(extractor_of(processor)[1], "sampling_rate", 0) or 16000)
 
 
 def audio_kwarg(processor: Any) -> str:
@@ -86,7 +92,7 @@ def audio_facts(processor: Any, forward_params: list[str]) -> AudioFacts | None:
     if extractor is None:
         return None
     facts = AudioFacts(extractor=type(extractor).__name__, attribute=attribute,
-                       sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000),
+                       sampling_rate=sampling_rate(processor),
                        kwarg=audio_kwarg(processor), token=getattr(processor, "audio_token", None))
     if not any(input_medium(p) == "audio" for p in forward_params):
         facts.problems.append("forward takes no audio input: the processor's audio would not reach the model")
@@ -98,8 +104,7 @@ def with_audio(form: dict[str, Any], processor: Any, audio: AudioFacts | None) -
     and keyword its clips go by: the chat convention hands clips to the processor's ``__call__`` (which must name
     a keyword for them), the template convention to its own chat-template call (``sample_format`` set it up)."""
     if audio is not None and form["kind"] == "chat":
-        form.update(media=["image", "audio"] if takes_images(processor) else ["audio"],
-                    sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
+        form.update(media=processor_media(processor), sampling_rate=audio.sampling_rate, audio_kwarg=audio.kwarg)
         if not audio.kwarg:
             audio.problems.append(f"{type(processor).__name__}.__call__ takes no audio keyword "
                                   f"({', '.join(AUDIO_KWARGS)}) and its chat template reads no clip from a file: "

@@ -46,17 +46,15 @@ def _fall_back_to_tokenizer_template(processor: Any) -> None:
 
 def media_of(processor: Any) -> tuple[str, ...]:
     """What the processor takes, images and/or audio (``hooks.data.audio``): which built-in samples fit it."""
-    from hooks.data.audio import extractor_of, takes_images
+    from hooks.data.audio import processor_media
 
-    if extractor_of(processor)[1] is None:
-        return ("image",)
-    return ("image", "audio") if takes_images(processor) else ("audio",)
+    return tuple(processor_media(processor))
 
 
 def load_samples(data_json: str | None, media_root: str | None, processor: Any = None) -> list[list[dict[str, Any]]]:
     """Conversations in the processor's chat format, from the JSON file or the built-in sample (clips for a model
     that takes audio, at its feature extractor's rate)."""
-    from hooks.data.audio import extractor_of
+    from hooks.data.audio import sampling_rate
 
     media = media_of(processor) if processor is not None else ("image",)
     if data_json is None:
@@ -65,7 +63,7 @@ def load_samples(data_json: str | None, media_root: str | None, processor: Any =
     if not isinstance(records, list):
         raise SampleError(f"{data_json} must hold a JSON list of samples")
     root = Path(media_root or Path(data_json).parent)
-    rate = int(getattr(extractor_of(processor)[1], "sampling_rate", 16000) or 16000) if processor else 16000
+    rate = sampling_rate(processor) if processor is not None else 16000
     return [to_chat(rec, root, rate) for rec in records]
 
 

@@ -57,23 +57,29 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             facts["error"] = (f"no processor class: AutoProcessor gives the tokenizer ({type(proc).__name__}); "
                               "image preprocessing and the chat format live in the model's own code")
             return facts
-        from hooks.data.audio import audio_facts, measure, takes_images, with_audio
+        from hooks.data.audio import audio_facts, measure, processor_media, with_audio
         from hooks.data.records import one_audio_call
 
         audio = audio_facts(proc, forward_params or [])
         form = with_audio(facts["sample_format"], proc, audio)
         facts["unevaluated"] = True  # until the processor has made one image (or clip) + text sample
+        clip_out = None
         if audio is not None:
-            facts["media"] = ["image", "audio"] if takes_images(proc) else ["audio"]  # absent: images only
+            facts["media"] = processor_media(proc)  # absent: images only
             facts["audio"] = audio.to_dict()  # facts of an audio model that failed on its clip say so
             if form["kind"] not in ("chat", "template"):
                 audio.problems.append(f"branch c's {form['kind']!r} convention hands the processor no audio")
             else:
-                measure(audio, one_audio_call(proc, form, model_dir), forward_params or [])
+                clip_out = one_audio_call(proc, form, model_dir)
+                measure(audio, clip_out, forward_params or [])
                 form["audio_keys"] = audio.batch_keys
             facts["audio"] = audio.to_dict()
-        out = (one_image_call(proc, form) if audio is None or takes_images(proc) else
-               one_audio_call(proc, form, model_dir))
+        # One sample's outputs: an image's, or for an audio-only model its clip's (the one measured above, not made
+        # twice: for the template convention it loads the processor again in its training mode)
+        if "image" in facts.get("media", ["image"]):
+            out = one_image_call(proc, form)
+        else:
+            out = clip_out if clip_out is not None else one_audio_call(proc, form, model_dir)
         del facts["unevaluated"]
         facts["output_keys"] = sorted(out.keys())
         facts["one_image_tokens"] = int(out["input_ids"].shape[-1])  # sizes the YAML's cutoff_len

@@ -70,12 +70,11 @@ def audio_media_facts(processor: Any, chat: dict[str, Any], forward_params: list
     """The template's audio item, the keyword and rate the processor takes clips by, and the audio inputs it
     returns that ``forward`` takes, into ``facts`` (branch b's ``MediaFormat``): one clip, called as the plugin
     calls it."""
-    from hooks.data.audio import audio_kwarg, extractor_of, sample_clip
+    from hooks.data.audio import audio_kwarg, sample_clip, sampling_rate
 
     media = runtime()
-    _, extractor = extractor_of(processor)
     facts.update(audio_item=chat["audio_item"], audio_kwarg=audio_kwarg(processor) or "audio",
-                 sampling_rate=int(getattr(extractor, "sampling_rate", 16000) or 16000))
+                 sampling_rate=sampling_rate(processor))
     out = media._call(processor, [chat["audio_item"]], None, None, [[sample_clip()]], media_format(chat, facts))
     facts["batch_keys"] = sorted(set(facts["batch_keys"]) | (set(out) & set(forward_params) - set(media.TEXT_KEYS)))
     if "token_type_ids" in out:  # Gemma 3n marks its audio soft tokens (type 3) as it marks image ones
@@ -112,9 +111,9 @@ def data_format(processor: Any, forward_params: list[str], form: dict[str, Any] 
 
     form = form if (form or {}).get("kind") == "chat" else {}
     owner = processor.tokenizer if form.get("template_on") == "tokenizer" else processor
-    from hooks.data.audio import extractor_of
+    from hooks.data.audio import processor_media
 
-    media = ("image", "video", "audio") if extractor_of(processor)[1] is not None else ("image", "video")
+    media = ("image", "video", "audio") if "audio" in processor_media(processor) else ("image", "video")
     chat = derive_for(owner, processor.tokenizer, form.get("image_mark", ""), media)
     if chat is None:
         return None

@@ -71,14 +71,13 @@ def template_form(processor: Any, folder: Path | None = None) -> dict[str, Any] 
     inference by default) is loaded again from ``folder`` in the training mode its tokenizer's ``from_pretrained``
     names (``training_mode_of``); ``load_mode`` records it when that processor writes the answer. Left empty when
     nothing takes an answer: the probe's one-clip sample then fails, naming why."""
-    from hooks.data.audio import audio_kwarg, extractor_of, sample_clip
+    from hooks.data.audio import audio_kwarg, extractor_of, sample_clip, sampling_rate
 
-    _, extractor = extractor_of(processor)
-    if extractor is None or audio_kwarg(processor) or not callable(getattr(processor, "apply_chat_template", None)):
+    if (extractor_of(processor)[1] is None or audio_kwarg(processor)
+            or not callable(getattr(processor, "apply_chat_template", None))):
         return None
     rt = runtime()
-    form = {"kind": "template", "end_of_turn": "", "media": ["audio"],
-            "sampling_rate": int(getattr(extractor, "sampling_rate", 16000) or 16000)}
+    form = {"kind": "template", "end_of_turn": "", "media": ["audio"], "sampling_rate": sampling_rate(processor)}
     question, answer = [("user", rt.AUDIO_PLACEHOLDER + "Describe it.")], [("assistant", "A tone.")]
     with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:
         fmt, call = rt.SampleFormat(**form), rt.TemplateCall(processor, processor, Path(tmp))
@@ -210,15 +209,14 @@ def one_audio_call(processor: Any, fmt: dict[str, Any], folder: Path | None = No
 def _expands(processor: Any, fmt: dict[str, Any], typed: bool = False) -> bool:
     """Whether the one-image call works in ``fmt``; with a written mark, also whether the image became more
     tokens than the text alone has (a mark the processor does not know stays text)."""
-    from hooks.data.audio import audio_kwarg, extractor_of, takes_images
+    from hooks.data.audio import audio_kwarg, processor_media, sampling_rate
 
     try:
-        if takes_images(processor) or extractor_of(processor)[1] is None:
+        if "image" in processor_media(processor):
             ids = one_image_call(processor, {"kind": "chat", **fmt})["input_ids"]
         else:  # an audio-only chat model (Qwen2-Audio): its form is the one that takes a clip
-            rate = int(getattr(extractor_of(processor)[1], "sampling_rate", 0) or 0)
-            ids = one_audio_call(processor, {**fmt, "audio_kwarg": audio_kwarg(processor), "sampling_rate": rate}
-                                 )["input_ids"]
+            ids = one_audio_call(processor, {**fmt, "audio_kwarg": audio_kwarg(processor),
+                                             "sampling_rate": sampling_rate(processor)})["input_ids"]
     except Exception:  # noqa: BLE001 - could not evaluate this form: another may work
         return False
     if typed:
