@@ -670,11 +670,10 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
     for medium, extra in stand_in_samples.items():
         if not has[medium]:
             samples = [_append(samples[0], extra, audio_keys), *samples[1:]]
-    media_keys = audio_keys
     longest = max(s["input_ids"].shape[-1] for s in samples)
     batch: dict[str, Any] = {}
     for key in sorted({key for s in samples for key in s if key in keys or key == "labels"}):
-        if key not in media_keys and any(_per_token(s.get(key), s["input_ids"]) for s in samples):
+        if key not in audio_keys and any(_per_token(s.get(key), s["input_ids"]) for s in samples):
             fill = pad_id if key == "input_ids" else IGNORE if key == "labels" else 0
             like = next(s[key] for s in samples if key in s)
             values = [s[key] if key in s else _token_zeros(s["input_ids"], like) for s in samples]
@@ -695,7 +694,7 @@ def _token_zeros(ids: Any, like: Any) -> Any:
     return torch.zeros((*ids.shape, *like.shape[2:]), dtype=like.dtype)
 
 
-def _append(sample: dict[str, Any], extra: dict[str, Any], media_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+def _append(sample: dict[str, Any], extra: dict[str, Any], audio_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
     """``extra``'s tokens after ``sample``'s, its media as the sample's."""
     import torch
 
@@ -703,7 +702,7 @@ def _append(sample: dict[str, Any], extra: dict[str, Any], media_keys: frozenset
     ids, extra_ids = sample["input_ids"], extra["input_ids"]
     for key in {*sample, *extra}:
         mine, theirs = sample.get(key), extra.get(key)
-        if key not in media_keys and (_per_token(theirs, extra_ids) or _per_token(mine, ids)):
+        if key not in audio_keys and (_per_token(theirs, extra_ids) or _per_token(mine, ids)):
             mine = mine if mine is not None else _token_zeros(ids, theirs)
             theirs = theirs if theirs is not None else _token_zeros(extra_ids, mine)
             out[key] = torch.cat([mine, theirs.to(mine.dtype)], dim=1)
