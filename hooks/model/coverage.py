@@ -2,7 +2,7 @@
 
 Such a model used to render and then fail in the smoke (Florence-2: a dtype error deep in its encoder-decoder),
 after files had been written and minutes spent. One table, keyed by ``model_type`` as transformers spells it
-(``CONFIG_MAPPING_NAMES``), drives the stop and the README's "Not covered" table; the check reads config.json
+(``CONFIG_MAPPING_NAMES``), drives the stop and the "Not covered" table of docs/support.md; the check reads config.json
 only, so it runs in the model_path validator and at the start of the probe, before anything is imported.
 """
 
