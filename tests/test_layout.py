@@ -75,7 +75,8 @@ def test_pipeline_does_not_import_the_test_and_demo_fixtures() -> None:
 
 
 STAGES = ("model", "data", "render", "smoke", "report")  # facts and plans -> data path -> render -> smoke -> report
-SHARED = ("hooks.compat", "hooks.lifetime", "hooks.framework")  # any stage may use them (and the package root)
+# Any stage may use these (and the package root).
+SHARED = ("hooks.compat", "hooks.lifetime", "hooks.terminal", "hooks.scaffold", "hooks.framework")
 COMMANDS = ("hooks.probe", "hooks.check", "hooks.update", "hooks.demo")  # whole-pipeline commands: they compose stages
 
 
@@ -139,7 +140,7 @@ def test_the_tree_shows_the_pipeline() -> None:
     packages = {p.name for p in HOOKS.iterdir() if (p / "__init__.py").is_file()}
     assert {*STAGES, "framework", "tiny"} <= packages
     flat = {p.stem for p in HOOKS.glob("*.py")} - {"__init__"}
-    assert flat <= {"compat", "lifetime", "probe", "check", "update", "demo"}, flat
+    assert flat <= {"compat", "lifetime", "terminal", "scaffold", "probe", "check", "update", "demo"}, flat
 
 
 QUESTION_MODULES = ("copier_ext", "validators", "session", "evidence", "files")  # what copier's questions run

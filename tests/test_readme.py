@@ -66,7 +66,7 @@ def test_every_command_module_exists() -> None:
 
 def test_every_file_named_exists() -> None:
     for page in PAGES:
-        for path in re.findall(r"(?<![\w/.])((?:%s)[\w./*-]*[\w*])" % "|".join(map(re.escape, OURS)),
+        for path in re.findall(rf"(?<![\w/.])((?:{'|'.join(map(re.escape, OURS))})[\w./*-]*[\w*])",
                                _code(page.read_text(encoding="utf-8"))):
             assert any(ROOT.glob(path.split("::")[0])), f"{page.name} names {path}, which does not exist"
 

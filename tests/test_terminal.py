@@ -180,3 +180,38 @@ def test_consent_is_asked_for_remote_code(tmp_path: Path, tiny_models, template_
     assert all(len(line) < COLUMNS for line in _prompt_lines(asked, str(tiny_models("remote_vlm"))))
     assert "Probe findings" not in refused and "Traceback" not in refused  # nothing ran
     assert not changed_paths(tmp_path / "dest")  # nothing written
+
+
+def broken_inside_a_word(screen: str, *, skip: tuple[str, ...]) -> list[str]:
+    """Rows the terminal wrapped in the middle of a word: a full row ending in a letter and a next row going on."""
+    rows = screen.splitlines()
+    return [f"{a!r} / {b!r}" for a, b in zip(rows, rows[1:], strict=False)
+            if len(a) >= COLUMNS and a[-1] != " " and b[:1] not in ("", " ") and not any(s in a for s in skip)]
+
+
+@pytest.mark.tier2
+def test_interactive_copy_that_trains_ends_with_a_short_summary_no_word_broken(
+        tmp_path: Path, tiny_models, template_src: Path, mm_home: Path) -> None:
+    """Issue 34: the copy a person watches in an 80-column terminal ends with at most 15 lines (verdict, losses, one
+    line per proof, report, log) and no line of ours is broken inside a word; the figures are MIGRATION.md's."""
+    model = tiny_models("qwen2_5_vl")
+    dest = mm_checkout(mm_home, tmp_path)
+    term = Terminal(tmp_path, copier_command(template_src), dest)
+    try:
+        answer_up_to_the_smoke(term, "tty_ok", model)
+        term.wait_for("COPY-EXITED-", timeout_s=900)
+        screen = term.screen()
+    finally:
+        term.close()
+    print(screen)
+    assert "COPY-EXITED-0" in screen
+    # copier's own echo of the task's command line (" > Running task 1 of 1: PYTHONPATH=...") is not ours to wrap
+    assert not broken_inside_a_word(screen, skip=(" > Running task", str(model), sys.executable)), (
+        broken_inside_a_word(screen, skip=(" > Running task", str(model), sys.executable)))
+    rows = screen.splitlines()
+    first = next(i for i, row in enumerate(rows) if row.startswith("smoke[framework] PASS: loss "))
+    last = next(i for i, row in enumerate(rows) if row.startswith("full log: "))
+    assert last - first + 1 <= 15, "\n".join(rows[first:last + 1])
+    assert "report: examples/tty_ok/MIGRATION.md" in rows[first:last]
+    assert "KiB" not in "\n".join(rows[first:last + 1])  # the memory table is the report's
+    assert "- verified: loss equivalence: step-1 loss" in (dest / "examples/tty_ok/MIGRATION.md").read_text()

@@ -627,5 +627,6 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     rows += [("PROBLEM", problem) for problem in plan["problems"]]
     lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:
-        lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15)
+        lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15,
+                               break_long_words=False, break_on_hyphens=False)
     return "\n".join(lines)

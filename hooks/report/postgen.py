@@ -20,12 +20,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from hooks import FINDINGS_SHOWN, exit_now, load_answers
+from hooks import FINDINGS_SHOWN, exit_now, load_answers, scaffold
 from hooks.lifetime import follow_owner
 from hooks.model.probe import ModelFacts, ignored_media_text, render_table
 from hooks.render.files import copies_remote_code
 from hooks.report.smoke import smoke_and_report
-from hooks.smoke.run import print_verdict
+from hooks.report.summary import print_summary
+from hooks.terminal import echo
 
 # Set by copier's extension once it has shown the probe's findings above the data-branch question.
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
@@ -114,22 +115,22 @@ def check_data(dest: Path, answers: dict) -> bool:
 
     result, why = parity_for_answers(dest, answers)
     if result is None:
-        print(f"data parity: not checked ({why})")
+        echo(f"data parity: not checked ({why})")
         return True
-    print(result.summary())
-    write_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", "parity", parity_section(result))
+    echo(result.summary())
+    write_section(dest / scaffold.migration_md(answers["model_id"]), "parity", parity_section(result))
     if result.verdict == "mismatch" and answers.get("parity_mismatch", "stop") == "stop":
-        print(f"error: data parity: {result.first_difference()}; the data path would train on another format than "
+        echo(f"error: data parity: {result.first_difference()}; the data path would train on another format than "
               "the model's own. Choose another data branch (see MIGRATION.md's candidates), or copy again with "
               "-d parity_mismatch=warn to train anyway", file=sys.stderr)
         return False
     if result.verdict == "error" and result.data_path_raises:
-        print(f"error: data parity: {result.first_difference()}; this data path cannot be built for the model. "
+        echo(f"error: data parity: {result.first_difference()}; this data path cannot be built for the model. "
               "Choose another data branch (see MIGRATION.md's candidates; data_branch=c writes a dataset plugin "
               "around the model's own processor)", file=sys.stderr)
         return False
     if not result.ok:
-        print("WARNING: the data path is not proven to reproduce the model's own format; see the Data parity "
+        echo("WARNING: the data path is not proven to reproduce the model's own format; see the Data parity "
               "section of MIGRATION.md before training", file=sys.stderr)
     return True
 
@@ -143,36 +144,37 @@ def main(argv: list[str] | None = None) -> int:
     dest = Path.cwd()
     answers = load_answers(args.answers)
     facts = ModelFacts.from_dict(answers["model_facts"])
-    print(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
+    echo(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
     recommended = (answers.get("data_evidence") or {}).get("recommended") or {}
     if recommended:
-        print(f"recommended data branch {recommended['branch']}: {recommended['reason']}")
+        echo(f"recommended data branch {recommended['branch']}: {recommended['reason']}")
     if os.environ.get(FINDINGS_SHOWN) != "1":  # an interactive copy showed them above the branch question
-        print(render_table(facts))
+        echo(render_table(facts))
     if copies_remote_code(facts):
         model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-        plugin_dir = dest / "mindspeed_mm" / "fsdp" / "models" / answers["model_id"]
+        plugin_dir = dest / scaffold.model_plugin_dir(answers["model_id"])
         copied = copy_remote_code(model_dir, plugin_dir, facts.class_module)
         copied += write_card_code(model_dir, plugin_dir, facts) + write_builder_code(plugin_dir, facts)
-        print(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
+        echo(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
               + ", ".join(p.name for p in copied))
     if facts.plan["problems"]:
-        print("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
+        echo("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1
     if facts.unused_media and answers.get("parity_mismatch", "stop") == "stop":
-        print(f"error: {ignored_media_text(facts)}; a smoke would pass on the wrong data. Use a transformers "
+        echo(f"error: {ignored_media_text(facts)}; a smoke would pass on the wrong data. Use a transformers "
               "release whose forward passes them on, or copy again with -d parity_mismatch=warn to train anyway",
               file=sys.stderr)
-        print(_after_failure(args.answers, answers))
+        echo(_after_failure(args.answers, answers))
         return 1
     if not check_data(dest, answers):
-        print(_after_failure(args.answers, answers))
+        echo(_after_failure(args.answers, answers))
         return 1
     if args.no_smoke:
         return _skipped(args.answers, answers)
     result = smoke_and_report(dest, answers)
-    print_verdict(result, _after_failure(args.answers, answers))  # last: nothing printed after it buries it
+    print_summary(result, report=str(scaffold.migration_md(answers["model_id"])),
+                  after_failure=_after_failure(args.answers, answers))  # last: nothing printed after it buries it
     return 0 if result.passed else 1
 
 
@@ -183,17 +185,15 @@ def _rerun_command(answers_path: Path, answers: dict) -> str:
 
 def _after_failure(answers_path: Path, answers: dict) -> str:
     """What the failed copy left in the checkout, and the two ways on: fix and re-run, or remove."""
-    model_id = answers["model_id"]
-    written = [str(answers_path), f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/"]
-    if answers.get("data_branch") == "c":
-        written.append(f"mindspeed_mm/fsdp/data/datasets/{model_id}/")
+    written = [str(answers_path)] + [f"{path}/" for path in scaffold.written(answers["model_id"],
+                                                                         answers.get("data_branch", ""))[1:]]
     return (f"the scaffold is written ({', '.join(written)}); fix the cause and re-run the smoke with\n"
             f"  {_rerun_command(answers_path, answers)}\n"
             f"or remove it with: rm -r {' '.join(written)}")
 
 
 def _skipped(answers_path: Path, answers: dict) -> int:
-    print(f"smoke skipped (run_smoke=false); run it later with: {_rerun_command(answers_path, answers)}")
+    echo(f"smoke skipped (run_smoke=false); run it later with: {_rerun_command(answers_path, answers)}")
     return 0
 
 

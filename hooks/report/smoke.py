@@ -12,9 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hooks import load_answers
+from hooks import load_answers, scaffold
 from hooks.report.migration import write_smoke_section
-from hooks.smoke.run import print_verdict, run_smoke
+from hooks.report.summary import print_summary
+from hooks.smoke.run import run_smoke
 from hooks.smoke.verdict import SmokeResult, print_iteration
 
 
@@ -23,11 +24,11 @@ def smoke_and_report(
 ) -> SmokeResult:
     """Run the smoke with progress on the terminal; write its MIGRATION.md section and ``smoke_result.json``.
 
-    The verdict is printed by the caller (``print_verdict``), last, so that nothing buries it.
+    The verdict is printed by the caller (``hooks.report.summary.print_summary``), last, so that nothing buries it.
     """
     result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
     if report:
-        write_smoke_section(dest / "examples" / answers["model_id"] / "MIGRATION.md", result, inputs, note)
+        write_smoke_section(dest / scaffold.migration_md(answers["model_id"]), result, inputs, note)
     record = {"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb,
               "summary": result.summary(), "log": result.log_path, "notes": result.notes}
     (inputs.work_dir / "smoke_result.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dest = args.dest.resolve()
     answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
-    result = smoke_and_report(dest, load_answers(answers_path), iters=args.iters, report=not args.no_report)
-    print_verdict(result)
+    answers = load_answers(answers_path)
+    result = smoke_and_report(dest, answers, iters=args.iters, report=not args.no_report)
+    print_summary(result, report="" if args.no_report else str(scaffold.migration_md(answers["model_id"])))
     return 0 if result.passed else 1

@@ -25,6 +25,7 @@ from hooks.framework.environment import (
     world_size_one_note,
 )
 from hooks.smoke.verdict import Progress, SmokeResult
+from hooks.terminal import echo
 
 SHRINK_ABOVE_PARAMS = 20_000_000  # smaller models already fit a CPU smoke: used as they are
 
@@ -107,7 +108,7 @@ def run_smoke(
                 f"{' through the CPU run-time bridges in hooks/smoke/bridges' if device == 'cpu' else ''}"
                 f"{f'; {one}' if one else ''}")
         if progress is not None:
-            print(note, flush=True)
+            echo(note)
         result = run_framework_smoke(
             dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
@@ -125,7 +126,7 @@ def run_smoke(
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
             "ranks, real HF model")
     if progress is not None:
-        print(note, flush=True)
+        echo(note)
     result = run_contract_smoke(
         inputs.model_dir, plans["apply_modules"], freeze=plans["freeze"], recompute=plans["recompute"],
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
@@ -157,16 +158,3 @@ def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[st
         "recompute": list(recompute),
         "experts": (parallel.get("ep_plan") or {}).get("apply_modules") or [],
     }
-
-
-def print_verdict(result: SmokeResult, after_failure: str = "") -> None:
-    """The verdict, what the run reported about itself, and, last, where the full log is: never a traceback."""
-    print(result.summary())
-    for note in result.notes:
-        print(f"  {note}")
-    if not result.passed:
-        print(f"hint: {result.hint}")
-        if after_failure:
-            print(after_failure)
-    if result.log_path:
-        print(f"full log: {result.log_path}")

@@ -1,0 +1,58 @@
+"""Where a copy's files live in the checkout: one function per kind of file, relative to the checkout's root.
+
+The templates write these paths (their folder names under ``template_*``), and the probe, the data check, the smoke,
+the report, ``hooks.check`` and ``hooks.update`` read them; every module asks here instead of spelling
+``examples/<id>/...`` itself, so a path has one home.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+ANSWERS_DIR = ".copier-answers"
+
+
+def answers_file(model_id: str) -> PurePosixPath:
+    """The model's copier answers (its frozen facts and plans beside the user's answers)."""
+    return PurePosixPath(ANSWERS_DIR) / f"{model_id}.yml"
+
+
+def example_dir(model_id: str) -> PurePosixPath:
+    """The model's example folder: YAML, launch script, MIGRATION.md."""
+    return PurePosixPath("examples") / model_id
+
+
+def config_yaml(model_id: str) -> PurePosixPath:
+    """The training YAML the trainer reads."""
+    return example_dir(model_id) / f"{model_id}_config.yaml"
+
+
+def launch_script(model_id: str) -> PurePosixPath:
+    """The launch script (CANN environment, torchrun on the trainer)."""
+    return example_dir(model_id) / f"finetune_{model_id}.sh"
+
+
+def migration_md(model_id: str) -> PurePosixPath:
+    """The migration report."""
+    return example_dir(model_id) / "MIGRATION.md"
+
+
+def models_root() -> PurePosixPath:
+    """Where MindSpeed-MM's FSDP2 model plugins live (every model's, not only ours)."""
+    return PurePosixPath("mindspeed_mm/fsdp/models")
+
+
+def model_plugin_dir(model_id: str) -> PurePosixPath:
+    """The registered model plugin (and, for remote code, its ``remote_code/`` copy)."""
+    return models_root() / model_id
+
+
+def dataset_dir(model_id: str) -> PurePosixPath:
+    """Branch c's dataset plugin."""
+    return PurePosixPath("mindspeed_mm/fsdp/data/datasets") / model_id
+
+
+def written(model_id: str, branch: str) -> list[PurePosixPath]:
+    """Everything a copy of ``branch`` writes, answers file first (what a failed copy tells the user to remove)."""
+    return [answers_file(model_id), example_dir(model_id), model_plugin_dir(model_id),
+            *([dataset_dir(model_id)] if branch == "c" else [])]
