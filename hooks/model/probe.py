@@ -597,7 +597,7 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
 
     The recommendation itself and its reason are the data-branch question's help, right below.
     """
-    import textwrap
+    from hooks.terminal import wrap
 
     plan, proc = facts.plan, facts.processor
     media = [p for p in facts.forward_params if input_medium(p) or "grid" in p]
@@ -627,6 +627,5 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     rows += [("PROBLEM", problem) for problem in plan["problems"]]
     lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:
-        lines += textwrap.wrap(value, width, initial_indent=f"  {key:<13}", subsequent_indent=" " * 15,
-                               break_long_words=False, break_on_hyphens=False)
+        lines += wrap(f"  {key:<13}{value}", width, hang=15)
     return "\n".join(lines)

@@ -20,9 +20,10 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from jinja2 import pass_context
+from jinja2 import Undefined, pass_context
 from jinja2.ext import Extension
 from jinja2.runtime import Context
 
@@ -64,13 +65,8 @@ def copier_operation() -> str:
     return str(_operation.get("copy"))
 
 
-def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
-                run_smoke: object = True, no_tasks: bool = False, model_id: str = "") -> str:
-    """Run the probe once (cached); its failure becomes the validation message.
-
-    ``run_smoke`` and ``no_tasks`` are accepted for the copier.yml of earlier template versions (they once
-    decided whether the probe started the smoke's ranks early); the probe starts nothing now.
-    """
+def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path: str = "", model_id: str = "") -> str:
+    """Run the probe once (cached); its failure becomes the validation message."""
     if model_dir_error(model_path):
         return ""  # reported by the model_path question
     consent = trust_error(model_path, trust_remote_code)
@@ -265,31 +261,113 @@ def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Ca
     return validate
 
 
+@dataclass(frozen=True)
+class Answers:
+    """The answers copier holds while it asks, read off its Jinja context once, so that copier.yml calls each check
+    by its question's name instead of passing it six answers."""
+
+    model_id: str = ""
+    model_path: str = ""
+    python: str = "python3"
+    trust_remote_code: bool = False
+    sample_builder: str = ""
+    data_branch: str = "a"
+    data_json: str = ""
+    media_root: str = ""
+    data_fields: str = ""
+    devices_per_node: object = 8  # as given: the number questions' own validators say what is wrong with them
+    device_memory_gb: object = 64
+    nodes: object = 1
+    model_facts: dict | None = None  # frozen facts: given with -d, recorded (update), or the probe's once asked
+    dst_path: str = ""  # the destination checkout
+
+    @classmethod
+    def of(cls, context: Context) -> Answers:
+        conf = context.get("_copier_conf")
+        values = {name: value for name in cls.__dataclass_fields__
+                  if not isinstance(value := context.get(name), Undefined) and value is not None}
+        values["dst_path"] = str(getattr(conf, "get", lambda _k: "")("dst_path") or "")
+        if not isinstance(values.get("model_facts"), dict) or not values.get("model_facts"):
+            values["model_facts"] = None
+        return cls(**values)
+
+    @property
+    def probing(self) -> bool:
+        """A copy whose facts come from the probe (on update, or with -d model_facts, the given facts stand in and
+        the model folder may be gone)."""
+        return copier_operation() == "copy" and self.model_facts is None
+
+
+def _checks() -> dict[str, tuple[Callable[[Answers], str], bool]]:
+    """Each question's check: (the check, whether it may also re-ask at a terminal)."""
+    copying = lambda check: lambda a: check(a) if copier_operation() == "copy" else ""  # noqa: E731
+    probing = lambda check: lambda a: check(a) if a.probing else ""  # noqa: E731
+    return {
+        "model_id": (lambda a: model_id_error(a.model_id, a.dst_path), True),
+        "model_path": (probing(lambda a: model_dir_error(a.model_path)), True),
+        "trust_remote_code": (probing(lambda a: trust_error(a.model_path, a.trust_remote_code)), False),
+        "python": (probing(lambda a: probe_error(a.model_path, a.python, a.trust_remote_code, a.dst_path,
+                                                 model_id=a.model_id)), True),
+        "sample_builder": (probing(lambda a: builder_error(a.sample_builder, a.model_path, a.python,
+                                                           a.trust_remote_code, a.dst_path, a.model_id)), True),
+        "data_branch": (copying(lambda a: branch_error(a.data_branch, a.model_facts)), True),
+        "data_json": (copying(lambda a: data_error(a.data_json, a.data_branch)), True),
+        "media_root": (copying(lambda a: media_error(a.data_json, a.media_root, a.data_branch, a.model_path,
+                                                     a.python, a.trust_remote_code, a.model_facts)), True),
+        "data_fields": (copying(lambda a: fields_error(a.data_json, a.data_fields, a.media_root, a.model_path,
+                                                       a.python, a.trust_remote_code, a.model_facts)), True),
+        "devices_per_node": (lambda a: count_error(a.devices_per_node, "devices_per_node"), True),
+        "device_memory_gb": (lambda a: amount_error(a.device_memory_gb, "device_memory_gb"), True),
+        "nodes": (lambda a: count_error(a.nodes, "nodes"), True),
+    }
+
+
+@pass_context
+def validate(context: Context, question: str) -> str:
+    """``validator: "{{ msmm_validate('<question>') }}"``: that question's check on the answers so far."""
+    check, interactive = _checks()[question]
+    return _stop_on_error(lambda: check(Answers.of(context)), interactive=interactive)(context)
+
+
+@pass_context
+def ask(context: Context, question: str) -> bool:
+    """``when: "{{ msmm_ask('<question>') }}"``: whether a conditional question is asked."""
+    a = Answers.of(context)
+    if question == "trust_remote_code":  # the folder's own code defines the model
+        return bool(a.model_facts["remote_code"]) if a.model_facts else has_auto_map(a.model_path)
+    if question == "sample_builder":  # the release's chat() takes tiles nothing in the folder makes
+        if a.model_facts:
+            return "builder" in ((a.model_facts.get("processor") or {}).get("sample_format") or {})
+        return needs_builder(a.model_path, a.python, a.trust_remote_code)
+    raise KeyError(question)
+
+
+@pass_context
+def compute(context: Context, answer: str) -> str:
+    """``default: "{{ msmm_compute('<answer>') }}"``: an ``ask: false`` answer the hooks compute and freeze."""
+    a = Answers.of(context)
+    if answer == "model_facts":
+        return probe_json(context, a.model_path, a.python, a.trust_remote_code, a.sample_builder)
+    if answer == "data_evidence":
+        return data_evidence(context, a.model_path, a.python, a.trust_remote_code, a.model_id, a.dst_path,
+                             a.model_facts or {})
+    if answer == "memory_plan":
+        from hooks.render.files import cutoff_len
+
+        return memory_plan(str(a.model_path), str(a.python), bool(a.trust_remote_code), a.devices_per_node,
+                           a.device_memory_gb, a.nodes, cutoff_len(a.model_facts or {}),
+                           ((a.model_facts or {}).get("trained_submodule") or {}).get("name") or "")
+    if answer == "framework":
+        return json.dumps(checkout.facts(os.path.expanduser(a.dst_path)))
+    raise KeyError(answer)
+
+
 class MigrateExtension(Extension):
-    """Registers the filters above under ``msmm_*`` names."""
+    """Gives copier.yml its three calls (``msmm_validate``, ``msmm_ask``, ``msmm_compute``, each by a question's
+    name) and the templates their filters."""
 
     def __init__(self, environment):  # noqa: ANN001 - jinja's signature
         super().__init__(environment)
         export(OWNER_ENV, str(os.getpid()))  # copier's process owns what the copy starts (hooks.lifetime)
-        environment.globals["msmm_copying"] = lambda: copier_operation() == "copy"
-        environment.filters.update(
-            msmm_model_id_error=_stop_on_error(model_id_error),
-            msmm_model_dir_error=_stop_on_error(model_dir_error),
-            msmm_trust_error=_stop_on_error(trust_error, interactive=False),
-            msmm_probe_error=_stop_on_error(probe_error),
-            msmm_probe_json=probe_json,
-            msmm_needs_builder=needs_builder,
-            msmm_builder_error=_stop_on_error(builder_error),
-            msmm_data_evidence=data_evidence,
-            msmm_has_auto_map=has_auto_map,
-            msmm_data_error=_stop_on_error(data_error),
-            msmm_media_error=_stop_on_error(media_error),
-            msmm_fields_error=_stop_on_error(fields_error),
-            msmm_count_error=_stop_on_error(count_error),
-            msmm_amount_error=_stop_on_error(amount_error),
-            msmm_number_type=number_type,
-            msmm_memory_plan=lambda *args: memory_plan(*(str(a) if i < 2 else a for i, a in enumerate(args))),
-            msmm_framework_json=lambda dest: json.dumps(checkout.facts(os.path.expanduser(str(dest)))),
-            msmm_branch_error=_stop_on_error(branch_error),
-            **RENDER_FILTERS,
-        )
+        environment.globals.update(msmm_validate=validate, msmm_ask=ask, msmm_compute=compute)
+        environment.filters.update(msmm_number_type=number_type, **RENDER_FILTERS)
