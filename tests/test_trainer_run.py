@@ -15,7 +15,7 @@ import pytest
 from hooks.framework.environment import BRIDGES_DIR, framework_env
 from hooks.smoke import trainer_run
 from hooks.smoke.smoke_config import smoke_yaml
-from hooks.smoke.trainer_run import first_error, parse_iterations
+from hooks.smoke.trainer_run import first_traceback, parse_iterations
 from tests.samples import QWEN2_5_VL_PLAN
 
 PREFIX = "[Rank 0 | Local Rank 0] 2026-12-02 10:00:00,000 INFO [mindspeed_mm.fsdp.train.train_engine:46] => "
@@ -77,7 +77,7 @@ def test_first_error_prefers_root_cause() -> None:
         "RuntimeError: Connection closed by peer",
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
     ]
-    assert first_error("\n".join(lines)) == "KeyError: \"ID 'qwen2_5_vl' is not registered.\""
+    assert first_traceback("\n".join(lines)) == "KeyError: \"ID 'qwen2_5_vl' is not registered.\""
 
 
 def _generated() -> dict:

@@ -296,7 +296,7 @@ def media_findings(data: dict[str, DataMedium], batches: dict[int, list[BatchInp
 # --- the run's files -----------------------------------------------------------------------------------
 
 
-def read_records(data_json: Path, max_samples: int | None = None) -> list[dict[str, Any]]:
+def trained_records(data_json: Path, max_samples: int | None = None) -> list[dict[str, Any]]:
     """The records the smoke trains on: the file's first ``max_samples`` (JSON list or JSONL)."""
     from hooks.data.records import runtime
 
@@ -310,7 +310,7 @@ def prove_media(observed: Path, cfg: dict[str, Any], data_json: Path) -> tuple[l
     Could-not-evaluate (never evidence either way) where the data or the observer's records cannot be read."""
     try:
         basic = ((cfg.get("data") or {}).get("dataset_param") or {}).get("basic_parameters") or {}
-        data = data_media(read_records(data_json, basic.get("max_samples")), record_files(cfg))
+        data = data_media(trained_records(data_json, basic.get("max_samples")), record_files(cfg))
     except Exception as err:  # noqa: BLE001 - reported as not evaluated
         return [], [], [f"media: could not evaluate: the data {data_json} ({type(err).__name__}: {err})"]
     if not any(held.present for held in data.values()):

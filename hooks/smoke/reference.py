@@ -115,7 +115,7 @@ def dropout_off(model: Any) -> list[str]:
     return changed
 
 
-def own_inputs(batch: dict[str, Any]) -> dict[str, Any]:
+def without_derived_inputs(batch: dict[str, Any]) -> dict[str, Any]:
     """The batch without what the model's own ``forward`` derives from ``input_ids`` and the media inputs.
 
     Positions are where migrations go wrong silently (mRoPE ``position_ids``/``rope_deltas`` computed by
@@ -240,7 +240,7 @@ def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equiva
     trainable = [p for p in master.parameters() if p.requires_grad]
     for step in steps:
         _cast_params(master, work, dtype)
-        batches = [own_inputs(torch.load(out / f"batch_rank{rank}_step{step}.pt", weights_only=False))
+        batches = [without_derived_inputs(torch.load(out / f"batch_rank{rank}_step{step}.pt", weights_only=False))
                    for rank in ranks]
         weights = rank_weights(loss_type, [_label_tokens(b) for b in batches])
         total = 0.0

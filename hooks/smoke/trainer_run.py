@@ -241,7 +241,7 @@ def parse_iterations(log_text: str) -> list[dict[str, Any]]:
     return records
 
 
-def first_error(log_text: str) -> str:
+def first_traceback(log_text: str) -> str:
     """Final line of the first traceback (the root cause; later ones are peers noticing the crash)."""
     in_traceback = False
     for line in log_text.splitlines():
@@ -264,7 +264,7 @@ def _run_error(run: TrainerRun, timeout_s: float) -> str:
     if run.timed_out:
         return f"trainer timed out after {timeout_s:.0f} s"
     if run.returncode != 0:
-        detail = first_error(run.log_text)
+        detail = first_traceback(run.log_text)
         return f"trainer exited with code {run.returncode}" + (f": {detail}" if detail else "")
     return ""
 
