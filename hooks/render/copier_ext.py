@@ -42,12 +42,12 @@ if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve(
 from hooks.framework import checkout  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV  # noqa: E402
 from hooks.render.files import RENDER_FILTERS  # noqa: E402
-from hooks.render.session import EVIDENCE, facts_of, length_error, memory_plan, probe_extras, run_probe  # noqa: E402
+from hooks.render.session import EVIDENCE, cutoff_error, facts_of, memory_plan, probe_extras, run_probe  # noqa: E402
 from hooks.render.validators import (  # noqa: E402
     amount_error,
     branch_error,
     count_error,
-    data_error,
+    data_json_error,
     has_auto_map,
     model_dir_error,
     model_id_error,
@@ -188,7 +188,7 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     return json.dumps(evidence, sort_keys=True)
 
 
-def fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",
+def data_fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",
                  trust_remote_code: bool = False, model_facts: object = None) -> str:
     """Branch c's field mapping against the first record of the data, and an answer to train on in some record
     (``hooks.data.records``), then the media the mapped records name, decoded, and their lengths
@@ -204,7 +204,7 @@ def fields_error(data_json: str, data_fields: str, media_root: str = "", model_p
     return (_untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
                      lambda r: [text for _, text in mapping.turns(r)], branch="c")
             or media_error(str(data_json or ""), str(media_root or ""), mapped_media(mapping))
-            or length_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
+            or cutoff_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
 
 
 def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], branch: str = "") -> str:
@@ -221,7 +221,7 @@ def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], bran
     return untaken_media_error(records, model_facts, "data_json", *of, branch=branch)
 
 
-def media_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
+def media_root_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
                 trust_remote_code: bool = False, model_facts: object = None) -> str:
     """``media_root`` is a folder and (branches a, b) the first records' images, videos and audio files exist
     inside it and decode, and the records fit the YAML's cutoff_len; branch c's records are checked through
@@ -232,7 +232,7 @@ def media_error(data_json: str, media_root: str, data_branch: str = "a", model_p
         return check("", str(media_root or ""))  # the folder only
     return (_untaken(data_json, model_facts, branch=str(data_branch)) or check(str(data_json or ""),
                                                                                 str(media_root or ""))
-            or length_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
+            or cutoff_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
 
 
 def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Callable[..., str]:
@@ -311,10 +311,10 @@ def _checks() -> dict[str, tuple[Callable[[Answers], str], bool]]:
         "sample_builder": (probing(lambda a: builder_error(a.sample_builder, a.model_path, a.python,
                                                            a.trust_remote_code, a.dst_path, a.model_id)), True),
         "data_branch": (copying(lambda a: branch_error(a.data_branch, a.model_facts)), True),
-        "data_json": (copying(lambda a: data_error(a.data_json, a.data_branch)), True),
-        "media_root": (copying(lambda a: media_error(a.data_json, a.media_root, a.data_branch, a.model_path,
+        "data_json": (copying(lambda a: data_json_error(a.data_json, a.data_branch)), True),
+        "media_root": (copying(lambda a: media_root_error(a.data_json, a.media_root, a.data_branch, a.model_path,
                                                      a.python, a.trust_remote_code, a.model_facts)), True),
-        "data_fields": (copying(lambda a: fields_error(a.data_json, a.data_fields, a.media_root, a.model_path,
+        "data_fields": (copying(lambda a: data_fields_error(a.data_json, a.data_fields, a.media_root, a.model_path,
                                                        a.python, a.trust_remote_code, a.model_facts)), True),
         "devices_per_node": (lambda a: count_error(a.devices_per_node, "devices_per_node"), True),
         "device_memory_gb": (lambda a: amount_error(a.device_memory_gb, "device_memory_gb"), True),

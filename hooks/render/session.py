@@ -128,7 +128,7 @@ LENGTHS: dict[tuple[str, ...], str] = {}
 
 
 
-def length_error(data_json: str, media_root: str, data_fields: str, model_path: str, python: str,
+def cutoff_error(data_json: str, media_root: str, data_fields: str, model_path: str, python: str,
                   trust_remote_code: bool, model_facts: object = None) -> str:
     """The first records' lengths with the model's processor against the YAML's cutoff_len, in the training
     interpreter (cached per answers)."""

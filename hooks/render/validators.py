@@ -84,7 +84,7 @@ def trust_error(model_path: str, trust_remote_code: bool) -> str:
 
 
 
-def data_error(data_json: str, data_branch: str = "a") -> str:
+def data_json_error(data_json: str, data_branch: str = "a") -> str:
     """The data file parses, holds records and (branches a, b) is in the huggingface shape."""
     from hooks.data.preflight import data_error as check
 
