@@ -202,12 +202,12 @@ def test_parity_key_follows_the_inputs_but_not_the_weights(checkout_and_model: t
 
 def test_only_verdicts_are_stored_and_only_for_the_same_packages(checkout_and_model: tuple[Path, Path],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    parity._store("k1", ParityResult("error", ["transient"]))
-    assert parity._load_cached("k1") is None
-    parity._store("k2", ParityResult("match", ["fine"]))
-    assert parity._load_cached("k2") == ParityResult("match", ["fine"])
+    parity.store_verdict("k1", ParityResult("error", ["transient"]))
+    assert parity.load_cached_verdict("k1") is None
+    parity.store_verdict("k2", ParityResult("match", ["fine"]))
+    assert parity.load_cached_verdict("k2") == ParityResult("match", ["fine"])
     monkeypatch.setattr(parity, "_env_versions", lambda: {"transformers": "9.9.9"})
-    assert parity._load_cached("k2") is None
+    assert parity.load_cached_verdict("k2") is None
 
 
 def test_cli_outside_a_checkout_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

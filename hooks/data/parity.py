@@ -157,10 +157,10 @@ def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[st
         if not paths["out.json"].is_file():
             tail = (done.stdout[-1000:] + done.stderr[-2000:]).strip().splitlines()[-12:]
             return ParityResult("error", [f"the parity check failed (exit {done.returncode})", *tail])
-        return _result(json.loads(paths["out.json"].read_text(encoding="utf-8")))
+        return result_from_payload(json.loads(paths["out.json"].read_text(encoding="utf-8")))
 
 
-def _result(payload: dict[str, Any]) -> ParityResult:
+def result_from_payload(payload: dict[str, Any]) -> ParityResult:
     return ParityResult(payload["verdict"], list(payload.get("details", [])),
                         environment=payload.get("environment") or "",
                         data_path_raises=bool(payload.get("data_path_raises")),
@@ -171,10 +171,10 @@ def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], s
                           mindspeed_home: Path | None, scratch: Path | None) -> ParityResult:
     """``run_check`` without a new interpreter; it takes this process over (only a fork about to exit may)."""
     try:
-        _enter_framework(dest, mindspeed_home, scratch)
+        enter_framework(dest, mindspeed_home, scratch)
         from hooks.data.batch import check
 
-        return _result(check(config, model_dir, spec))
+        return result_from_payload(check(config, model_dir, spec))
     except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
         from hooks.data.batch import environment_cause
 
@@ -182,7 +182,7 @@ def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], s
                                       f"{type(err).__name__}: {err}"], environment=environment_cause(err, dest))
 
 
-def _enter_framework(dest: Path, mindspeed_home: Path | None, scratch: Path | None) -> None:
+def enter_framework(dest: Path, mindspeed_home: Path | None, scratch: Path | None) -> None:
     """Give this process what ``run_check``'s subprocess gets: environment, ``sys.path``, cwd, CPU bridges."""
     import importlib.util
 
@@ -237,7 +237,7 @@ def _env_versions() -> dict[str, str]:
     return versions
 
 
-def _load_cached(key: str) -> ParityResult | None:
+def load_cached_verdict(key: str) -> ParityResult | None:
     try:
         stored = json.loads((_cache_dir() / f"{key}.json").read_text())
     except (OSError, ValueError):
@@ -245,7 +245,7 @@ def _load_cached(key: str) -> ParityResult | None:
     return ParityResult(**stored["result"]) if stored.get("env") == _env_versions() else None  # older: no samples
 
 
-def _store(key: str, result: ParityResult) -> None:
+def store_verdict(key: str, result: ParityResult) -> None:
     """Atomically, and only verdicts (an error may be transient, so it is never reused)."""
     if result.verdict == "error":
         return
@@ -287,10 +287,10 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, model_code=model_code), spec, python)
-    result = _load_cached(key)
+    result = load_cached_verdict(key)
     if result is None:
         result = run_check(dest, model_dir, config, spec, python=python, mindspeed_home=mindspeed_home)
-        _store(key, result)
+        store_verdict(key, result)
     own = {"code": ("your sample builder and the model's own conversation and chat()" if sample_format.get("builder")
                     else "the model's own data code and chat()"),
            "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",

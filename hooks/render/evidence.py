@@ -22,14 +22,14 @@ from typing import Any
 from hooks.data.candidates import Candidate, candidates, recommend
 from hooks.data.parity import (
     ParityResult,
-    _enter_framework,
-    _load_cached,
-    _result,
-    _store,
     data_plugin_files,
+    enter_framework,
+    load_cached_verdict,
     parity_key,
+    result_from_payload,
     run_check,
     spec_for,
+    store_verdict,
 )
 
 
@@ -63,17 +63,17 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
     with tempfile.TemporaryDirectory(prefix="msmm-candidates-") as tmp:  # candidate YAMLs and plugins
         scratch = Path(tmp)
         if in_process:
-            _enter_framework(dest, mindspeed_home, scratch)
+            enter_framework(dest, mindspeed_home, scratch)
         for candidate in candidates(facts, answers["model_id"]):
             config = candidate_config(scratch, candidate, answers, dest)
             key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, scratch), spec,
                              answers["python"])
-            result = _load_cached(key)
+            result = load_cached_verdict(key)
             if result is None:
-                result = (_result(_check_here(config, model_dir, spec)) if in_process else
+                result = (result_from_payload(_check_here(config, model_dir, spec)) if in_process else
                           run_check(dest, model_dir, config, spec, python=answers["python"],
                                     mindspeed_home=mindspeed_home, scratch=scratch))
-                _store(key, result)
+                store_verdict(key, result)
             result.candidate = candidate.label()
             tried.append((candidate, result))
             if result.ok or result.environment:  # an interpreter that cannot run the framework fails every one
