@@ -216,7 +216,8 @@ def test_shrinks_family_default_config(arch: str, tiny_models, tmp_path: Path) -
 
 def test_family_fixes_shrink_projector_widths() -> None:
     """Widths outside the generic field names: top-level projector sizes, SAM's mlp_dim, timm model_args."""
-    from hooks.model.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import shrink_config_dict
+    from hooks.model.shrink_rules import Dims
 
     dims = Dims()
     assert shrink_config_dict(default_config("cohere2_vision"), dims)["alignment_intermediate_size"] == 256

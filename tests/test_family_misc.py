@@ -251,7 +251,8 @@ def test_family_fixes() -> None:
     """The shrink fixes on published / default layouts (config dicts only, no model)."""
     import transformers as tf
 
-    from hooks.model.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import shrink_config_dict
+    from hooks.model.shrink_rules import Dims
 
     dims = Dims()
     scout = shrink_config_dict(json.loads((FULL_CONFIGS / "Llama-4-Scout-17B-16E-Instruct" / "config.json")

@@ -79,7 +79,8 @@ def test_shrink_takes_a_config_with_dtype_objects(tiny_models) -> None:
     import torch
     from transformers import AutoConfig
 
-    from hooks.model.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import shrink_config_dict
+    from hooks.model.shrink_rules import Dims
 
     config = AutoConfig.from_pretrained(tiny_models(ARCH), trust_remote_code=True)
     assert config.to_dict()["vision_dtype"] is torch.float32  # what published code leaves there

@@ -19,17 +19,19 @@ import pytest
 
 from hooks.model.shrink import (
     MARKER,
+    is_weight_file,
+    main,
+    shrink_config_dict,
+    shrink_model_dir,
+)
+from hooks.model.shrink_rules import (
     Dims,
     clamp_feature_layer,
-    is_weight_file,
     iter_levels,
-    main,
     remap_per_layer,
     remap_special,
     remap_taps,
     scale_sections,
-    shrink_config_dict,
-    shrink_model_dir,
 )
 from hooks.tiny.core import BUILDERS, UNAVAILABLE
 from tests.samples import full_model_dir, one_image_batch

@@ -90,7 +90,8 @@ def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, 
         return model, EMPTY_WEIGHTS, failures
     except Exception as err:  # noqa: BLE001
         failures.append(f"{EMPTY_WEIGHTS}: {type(err).__name__}: {err}")
-    from hooks.model.shrink import Dims, shrink_config_dict
+    from hooks.model.shrink import shrink_config_dict
+    from hooks.model.shrink_rules import Dims
 
     small = type(config).from_dict(shrink_config_dict(config.to_dict(), Dims()))
     try:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hooks.model.shrink import MOBILENETV5_TINY_ARGS, MOBILENETV5_WIDTH, VQ_CHANNELS
+from hooks.model.shrink_families import MOBILENETV5_TINY_ARGS, MOBILENETV5_WIDTH, VQ_CHANNELS
 from hooks.tiny.common import (
     PATCH,
     TEXT_HEADS,
@@ -429,7 +429,7 @@ def _build_gemma3n() -> TinyParts:
         "hidden_size": MOBILENETV5_WIDTH,  # fixed by timm; the config must agree
         "vocab_size": GEMMA3N_MM_VOCAB,
         "vocab_offset": text_vocab,
-        # the released blocks at 1/16 width (see hooks.model.shrink); the fusion adapter's 2 x 2 grid = 4 tokens
+        # released blocks at 1/16 width (hooks.model.shrink_families); the fusion adapter's 2 x 2 grid = 4 tokens
         "model_args": {**MOBILENETV5_TINY_ARGS, "msfa_output_resolution": 2},
     }
     audio = {
