@@ -1,7 +1,7 @@
 """The probe a copy runs: model facts, then the data path's facts, in one short-lived process.
 
 ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints what a copy would freeze into its
-answers file: the model facts and plans (``hooks.model.probe``), the processor, chat format and the model's
+answers file: the model facts and plans (``hooks.model.facts``), the processor, chat format and the model's
 own data code (``hooks.data.facts``); without a checkout, the data branch to recommend follows from them
 (``hooks.data.candidates.recommend``). copier's ``python`` question runs it once
 per model and interpreter (``hooks.render.session``); in a MindSpeed-MM checkout the same process then
@@ -25,13 +25,9 @@ from pathlib import Path
 
 from hooks import run_one_shot
 from hooks.data.facts import add_data_facts
-from hooks.model.probe import (
-    ModelFacts,
-    ProbeError,
-    default_memory_plan,
-    probe_model,
-    render_table,
-)
+from hooks.model.facts import ModelFacts, default_memory_plan, probe_model
+from hooks.model.facts_text import render_table
+from hooks.model.loading import ProbeError
 
 
 def probe(model_dir: Path, *, trust_remote_code: bool = False, with_processor: bool = True,

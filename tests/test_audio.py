@@ -350,7 +350,7 @@ def test_a_processor_that_does_not_import_is_named_with_its_real_cause() -> None
 
 
 def test_a_tekken_tokenizer_counts_as_tokenizer_files() -> None:
-    from hooks.model.probe import TOKENIZER_FILES
+    from hooks.model.facts import TOKENIZER_FILES
 
     assert "tekken.json" in TOKENIZER_FILES  # Voxtral ships its tokenizer as tekken.json only
 

@@ -136,7 +136,7 @@ def test_media_a_forward_never_reads_are_found() -> None:
     ensure_torchvision()
     import transformers
 
-    from hooks.model.probe import unused_media_params
+    from hooks.model.source import unused_media_params
 
     assert unused_media_params(transformers.Emu3ForConditionalGeneration) == ["pixel_values", "image_sizes"]
     assert unused_media_params(transformers.Qwen2_5_VLForConditionalGeneration) == []

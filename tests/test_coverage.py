@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from hooks.model.coverage import NOT_COVERED, not_covered_error
+from hooks.model.facts import check_model_dir
 from hooks.model.loading import ProbeError
-from hooks.model.probe import check_model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

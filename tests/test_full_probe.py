@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-import hooks.model.probe as probe_mod
+import hooks.model.facts as facts_mod
+from hooks.model.build import build_meta_model
+from hooks.model.loading import resolve_model_class
 from hooks.model.matching import module_name_match
 from hooks.model.plan import ModuleTable, unit_owners
 from hooks.probe import probe
@@ -67,18 +69,18 @@ TRAINED = {"Qwen3-Omni-30B-A3B-Instruct": "thinker"}
 
 
 @pytest.fixture(scope="module")
-def probed() -> dict[str, tuple[probe_mod.ModelFacts, ModuleTable]]:
+def probed() -> dict[str, tuple[facts_mod.ModelFacts, ModuleTable]]:
     """Each full config probed once, with the module table the probe itself built."""
-    results: dict[str, tuple[probe_mod.ModelFacts, ModuleTable]] = {}
+    results: dict[str, tuple[facts_mod.ModelFacts, ModuleTable]] = {}
     tables: list[ModuleTable] = []
-    table_fn = probe_mod.module_table
+    table_fn = facts_mod.module_table
 
     def capturing(model: Any) -> ModuleTable:
         tables.append(table_fn(model))
         return tables[-1]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(probe_mod, "module_table", capturing)
+        mp.setattr(facts_mod, "module_table", capturing)
         for name in NAMES:
             facts = probe(FULL_CONFIGS / name, with_processor=False, trained_submodule=TRAINED.get(name))
             results[name] = (facts, tables[-1])
@@ -134,9 +136,9 @@ def _tables(name: str, mutate: Any = None) -> tuple[ModuleTable, ModuleTable]:
     config = AutoConfig.from_pretrained(model_dir)
     if mutate:
         mutate(config)
-    cls = probe_mod.resolve_model_class(config, model_dir, trust_remote_code=False)
-    fast = probe_mod.module_table(probe_mod.build_meta_model(cls, copy.deepcopy(config)))
-    plain = probe_mod.module_table(probe_mod.build_meta_model(cls, config, fast=False))
+    cls = resolve_model_class(config, model_dir, trust_remote_code=False)
+    fast = facts_mod.module_table(build_meta_model(cls, copy.deepcopy(config)))
+    plain = facts_mod.module_table(build_meta_model(cls, config, fast=False))
     return fast, plain
 
 

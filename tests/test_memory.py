@@ -121,7 +121,7 @@ _WORKER = textwrap.dedent("""
     from hooks.model.matching import module_name_match
     from hooks.model.memory import measure_rank
     from hooks.model.plan import derive_plan
-    from hooks.model.probe import module_table
+    from hooks.model.facts import module_table
 
     model_dir, store, out, freeze = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), json.loads(sys.argv[4])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from hooks.model.facts import ModelFacts
+from hooks.model.facts_text import findings_text, render_table, towers_text
 from hooks.model.loading import ProbeError
 from hooks.model.plan import ModuleInfo, ModuleTable, derive_plan
-from hooks.model.probe import ModelFacts, findings_text, render_table, towers_text
 from hooks.probe import probe
 
 OMNI = {"qwen2_5_omni": ("Qwen2_5OmniForConditionalGeneration", "token2wav"),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from hooks.model.loading import ProbeError
 from hooks.model.matching import module_name_match
-from hooks.model.probe import ProbeError
 from hooks.probe import probe
 from tests.conftest import FULL_CONFIGS
 
@@ -57,7 +57,9 @@ def test_qwen3vl_30b_matches_human_plan_pattern_for_pattern(qwen3vl_30b) -> None
 def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     from transformers import AutoConfig
 
-    from hooks.model.probe import build_meta_model, module_table, resolve_model_class
+    from hooks.model.build import build_meta_model
+    from hooks.model.facts import module_table
+    from hooks.model.loading import resolve_model_class
 
     model_dir = FULL_CONFIGS / "Qwen2.5-VL-7B-Instruct"
     facts = probe(model_dir, with_processor=False)

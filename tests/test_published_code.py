@@ -51,7 +51,8 @@ def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -
         "collator_id": "qwen3vl", "model_path": "/m", "trust_remote_code": True, "data_json": "", "media_root": "",
         "framework": checkout.facts("/nonexistent")})  # outside a checkout: the pinned framework's facts
     assert "attn_implementation: eager  # a sub-model declares neither" in config
-    from hooks.model.probe import ModelFacts, findings_text
+    from hooks.model.facts import ModelFacts
+    from hooks.model.facts_text import findings_text
 
     text = findings_text(ModelFacts.from_dict(facts), "/m", width=200)
     assert "sets text_config to 'sdpa' itself" in text and "accelerate.init_empty_weights()" in text
@@ -214,7 +215,7 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:
     from hooks.model.build import ProbeError
-    from hooks.model.probe import check_model_dir
+    from hooks.model.facts import check_model_dir
     from hooks.probe import probe
 
     with pytest.raises(ProbeError, match="^trust_remote_code: config.json has neither model_type nor auto_map"):

@@ -103,7 +103,7 @@ def test_remote_code_model_is_registered(tiny_models) -> None:
 
 
 def test_probe_refuses_without_consent(tiny_models) -> None:
-    from hooks.model.probe import ProbeError
+    from hooks.model.loading import ProbeError
     from hooks.probe import probe
 
     with pytest.raises(ProbeError, match="trust_remote_code"):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import hooks.model.probe as probe_mod
+import hooks.model.facts as facts_mod
 from hooks.model.loading import ProbeError
 from hooks.model.stages import Stage, embeddings, plugin_stage
 from hooks.probe import probe
@@ -47,12 +47,12 @@ EXTRA_RECOMPUTE = {"audio_tower.layers.{*}", "visual.blocks.{*}"}
 
 
 @pytest.fixture(scope="module")
-def thinker() -> probe_mod.ModelFacts:
+def thinker() -> facts_mod.ModelFacts:
     return probe(OMNI, with_processor=False, trained_submodule="thinker")
 
 
 def test_published_class_without_input_embeddings_trains_its_thinker(tmp_path: Path,
-                                                                      thinker: probe_mod.ModelFacts) -> None:
+                                                                      thinker: facts_mod.ModelFacts) -> None:
     """No trained sub-model named, no plugin in the checkout: the published class (no forward of its own, no input
     embeddings) is not planned whole; the classes show the thinker (issue 33), built on the meta device, no crash.
 
@@ -65,7 +65,7 @@ def test_published_class_without_input_embeddings_trains_its_thinker(tmp_path: P
     assert facts.plan == thinker.plan  # the same plan as the user's answer gives
 
 
-def test_thinker_plan_matches_the_example_yaml(thinker: probe_mod.ModelFacts) -> None:
+def test_thinker_plan_matches_the_example_yaml(thinker: facts_mod.ModelFacts) -> None:
     assert thinker.model_type == "qwen3_omni_moe"  # the family stays the published one
     assert thinker.architecture == "Qwen3OmniMoeThinkerForConditionalGeneration"
     stage = thinker.trained_submodule
@@ -133,7 +133,7 @@ def test_plugin_stage_is_read_from_the_plugin_source(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not os.environ.get("MINDSPEED_MM_HOME"), reason="tier 2: needs MINDSPEED_MM_HOME")
-def test_checkout_plugin_picks_the_thinker_and_its_yaml_agrees(thinker: probe_mod.ModelFacts) -> None:
+def test_checkout_plugin_picks_the_thinker_and_its_yaml_agrees(thinker: facts_mod.ModelFacts) -> None:
     import yaml
 
     home = Path(os.environ["MINDSPEED_MM_HOME"])
@@ -146,7 +146,7 @@ def test_checkout_plugin_picks_the_thinker_and_its_yaml_agrees(thinker: probe_mo
     assert example["features"]["recompute_plan"]["apply_modules"] == YAML_RECOMPUTE
 
 
-def test_rendered_plugin_and_yaml_start_at_the_thinker(thinker: probe_mod.ModelFacts, tiny_models,
+def test_rendered_plugin_and_yaml_start_at_the_thinker(thinker: facts_mod.ModelFacts, tiny_models,
                                                       tmp_path: Path) -> None:
     """The thinker's facts (as a copy freezes them) render a plugin that builds the thinker from thinker_config,
     and a YAML whose plans are the thinker's patterns."""

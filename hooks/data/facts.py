@@ -1,6 +1,6 @@
 """The data path's facts, read off the model's own processor and code while the probe has it built.
 
-What the model facts (``hooks.model.probe``) do not say and the data branch depends on: the processor's
+What the model facts (``hooks.model.facts``) do not say and the data branch depends on: the processor's
 class, the keys it emits for one image and a text, the sample format it makes (``hooks.data.records``),
 the chat format read off its template (``hooks.data.media``); for a release without a processor class,
 the model's own data code run on the weightless build (``chat()``, a sample method, ``make_context()``:
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.model.build import ProbeError
-from hooks.model.probe import Probed
+from hooks.model.facts import Probed
 
 
 def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,

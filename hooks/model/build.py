@@ -17,7 +17,7 @@ from hooks.model.loading import ProbeError, resolve_model_class  # noqa: F401 - 
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while tens of thousands of modules are created.
 
     Allocation bursts trigger full collections that rescan every live module, so building and
@@ -49,7 +49,7 @@ def build_meta_model(cls: type, config: Any, *, fast: bool = True) -> Any:
             return cls._from_config(config)
     from hooks.compat import no_init_weights
 
-    with _gc_paused(), torch.device("meta"), no_init_weights():
+    with gc_paused(), torch.device("meta"), no_init_weights():
         model = cls._from_config(config)
         if hasattr(model, "tie_weights"):
             model.tie_weights()
@@ -85,7 +85,7 @@ def build_structure(cls: type, config: Any, model_dir: Path) -> tuple[Any, str, 
 
         from hooks.compat import no_init_weights
 
-        with _gc_paused(), init_empty_weights(), no_init_weights():
+        with gc_paused(), init_empty_weights(), no_init_weights():
             model = cls._from_config(config)
         return model, EMPTY_WEIGHTS, failures
     except Exception as err:  # noqa: BLE001

@@ -27,15 +27,15 @@ def model_shapes(model_dir: Path, *, trust_remote_code: bool = False, trained_su
     from hooks.compat import ensure_torchvision
 
     ensure_torchvision()
-    from hooks.model.build import META, _gc_paused, build_structure
+    from hooks.model.build import META, build_structure, gc_paused
+    from hooks.model.facts import check_model_dir, module_table
     from hooks.model.loading import load_config_and_class
     from hooks.model.plan import derive_plan
-    from hooks.model.probe import check_model_dir, module_table
     from hooks.model.stages import select as select_stage
 
     check_model_dir(model_dir, trust_remote_code=trust_remote_code)
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
-    with _gc_paused():
+    with gc_paused():
         model, how, _ = build_structure(cls, config, model_dir)
         # The probe's plugin-read choice needs a checkout: the copy hands it over as the frozen facts' name.
         named = trained_submodule or os.environ.get("MSMM_TRAINED_SUBMODULE") or None

@@ -1,6 +1,6 @@
 """The memory plan as text: its Markdown table for MIGRATION.md, and the summary the answers file keeps.
 
-In hooks/model, not hooks/render, on purpose: the probe (``hooks.model.probe.default_memory_plan``) stores
+In hooks/model, not hooks/render, on purpose: the probe (``hooks.model.facts.default_memory_plan``) stores
 ``summary(plan)``, table included, in its JSON while the model is built, and ``python -m hooks.model.cluster
 --json`` prints it for the copy; copier keeps it in the answers file (``memory_plan.markdown``) and
 partials/MIGRATION.md.jinja prints it as is. Rendering the table in hooks/render would need hooks/model to

@@ -28,7 +28,7 @@ from jinja2.ext import Extension
 from jinja2.runtime import Context
 
 TEMPLATE_ROOT = Path(__file__).resolve().parents[2]
-if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.probe
+if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.facts
     sys.path.insert(0, str(TEMPLATE_ROOT))
 # `copier update` loads this file once per template version in one process (the old version's replay first, from a
 # temporary clone it then deletes): this version's filters must import this version's hooks, not the cached ones.
@@ -131,7 +131,8 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
     if key not in _SHOWN and _interactive(context):
         _SHOWN.add(key)
         from hooks import FINDINGS_SHOWN
-        from hooks.model.probe import ModelFacts, findings_text
+        from hooks.model.facts import ModelFacts
+        from hooks.model.facts_text import findings_text
 
         text = findings_text(ModelFacts.from_dict(json.loads(out)), str(model_path))
         print("\n" + text + "\n", file=sys.stderr, flush=True)

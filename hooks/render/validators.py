@@ -44,10 +44,11 @@ def model_id_error(model_id: str, dst_path: str = "") -> str:
 
 
 def _model_dir_problem(model_path: str, trust_remote_code: bool) -> str:
-    """The probe's own cheap checks (``hooks.model.probe.check_model_dir``), as a message or ""."""
+    """The probe's own cheap checks (``hooks.model.facts.check_model_dir``), as a message or ""."""
     if not model_path:
         return "model_path: required: the local folder with config.json, weights, tokenizer and processor"
-    from hooks.model.probe import ProbeError, check_model_dir
+    from hooks.model.facts import check_model_dir
+    from hooks.model.loading import ProbeError
 
     try:
         check_model_dir(Path(os.path.expanduser(str(model_path))), trust_remote_code=trust_remote_code)

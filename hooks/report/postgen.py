@@ -22,7 +22,8 @@ from pathlib import Path
 
 from hooks import FINDINGS_SHOWN, exit_now, load_answers, scaffold
 from hooks.lifetime import follow_owner
-from hooks.model.probe import ModelFacts, ignored_media_text, render_table
+from hooks.model.facts import ModelFacts
+from hooks.model.facts_text import ignored_media_text, render_table
 from hooks.render.files import copies_remote_code
 from hooks.report.smoke import smoke_and_report
 from hooks.report.summary import print_summary

@@ -176,9 +176,9 @@ def measure_in_process(model_dir: Any, *, recompute: bool, trust_remote_code: bo
     from transformers import AutoProcessor
 
     from hooks.data.encoders import builtin_samples, encode, media_of
+    from hooks.model.facts import module_table
     from hooks.model.memory import dims_from_config, model_profiles
     from hooks.model.plan import derive_plan
-    from hooks.model.probe import module_table
     from hooks.model.saved import SavedTensorMeter, layer_names, predicted
     from hooks.smoke import contract
 

@@ -29,16 +29,16 @@ FULL_CONFIGS = ROOT / "tests" / "fixtures" / "full_configs"
 CHILD = """
 import json, resource, sys
 from pathlib import Path
-import hooks.model.probe as probe_mod
+import hooks.model.facts as facts_mod
 from hooks.probe import probe
 from hooks import run_one_shot
 counted = []
-table_fn = probe_mod.module_table
+table_fn = facts_mod.module_table
 def counting_table(model):
     table = table_fn(model)
     counted.append(len(table.modules))
     return table
-probe_mod.module_table = counting_table
+facts_mod.module_table = counting_table
 def main():
     facts = probe(Path(sys.argv[1]), with_processor=False)
     print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,

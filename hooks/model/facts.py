@@ -8,35 +8,32 @@ later ``copier update`` does not need the model directory.
 
 The data path's facts (processor, chat format, the model's own data code) and the branch are the data
 stage's (``hooks.data.facts``); ``python -m hooks.probe MODEL_DIR [--json] [--trust-remote-code]`` prints both.
+What the model's own source says is read in ``hooks.model.source``; the facts as text, in ``hooks.model.facts_text``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
-import re
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from hooks.compat import no_split_modules
-from hooks.model.build import (
-    META,
-    ProbeError,
-    _gc_paused,
-    build_meta_model,  # noqa: F401 - re-exported: tests and benchmarks build through it
-    build_structure,
-    frozen_by_model,
-    resolve_model_class,  # noqa: F401 - re-exported: tests and benchmarks resolve through it
-)
+from hooks.model.build import META, build_structure, frozen_by_model, gc_paused
 from hooks.model.coverage import check_covered
-from hooks.model.loading import is_custom_model, load_config_and_class
-from hooks.model.modality import input_medium
+from hooks.model.loading import ProbeError, is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
+from hooks.model.source import (
+    auto_models,
+    called_directly,
+    entered_by_method,
+    hidden_state_sources,
+    no_recompute_classes,
+    precision_flags,
+    unused_media_params,
+)
 from hooks.model.stages import embeddings, forward_facts
 from hooks.model.stages import select as select_stage
 from hooks.model.weights import weights_error
@@ -151,7 +148,7 @@ def module_table(model: Any) -> ModuleTable:
     """Flatten the module tree; each shared parameter is owned by its first module."""
     import torch
 
-    with _gc_paused():
+    with gc_paused():
         named = list(model.named_modules())
         seen: set[int] = set()
         own: dict[str, int] = {}
@@ -193,128 +190,6 @@ def module_table(model: Any) -> ModuleTable:
         )
 
 
-def _forward_sources(model: Any) -> Iterator[tuple[Any, str]]:
-    """(owner, source) of the forward and media-feature methods of the model and of its inner ``model``, and of
-    the class's own helpers ``forward`` calls (Ovis2's ``self.merge_multimodal(...)``)."""
-    inner = getattr(model, "model", None)
-    for owner in (model, inner) if inner is not None and hasattr(inner, "forward") else (model,):
-        for method in ("get_image_features", "get_video_features", "forward"):
-            try:
-                source = inspect.getsource(getattr(type(owner), method))
-            except (AttributeError, OSError, TypeError):
-                continue
-            yield owner, source
-            if method != "forward":
-                continue
-            for helper in sorted(set(_METHOD_CALL.findall(source))):
-                function = inspect.getattr_static(type(owner), helper, None)
-                if inspect.isfunction(function) and function.__module__ == type(owner).__module__:
-                    with contextlib.suppress(OSError, TypeError):
-                        yield owner, inspect.getsource(function)
-
-
-_METHOD_CALL = re.compile(r"self\.(\w+)\(")
-
-
-_HIDDEN_STATES_CALL = re.compile(r"self\.(\w+)\((?:[^()]|\([^()]*\))*?output_hidden_states\s*=\s*True", re.S)
-
-
-def hidden_state_sources(model: Any, names: dict[int, str]) -> list[str]:
-    """Sub-models whose recorded hidden states the model reads (``self.tower(..., output_hidden_states=True)``).
-
-    transformers 4.57 finds a model's output recorders by ``str(type(module))``; FSDP2's
-    ``fully_shard`` swaps the class for ``FSDP<Class>``, so such a module must not become a unit
-    or its ``hidden_states`` come back ``None`` (LLaVA-OneVision, Aya Vision, Aria feature layers).
-    """
-    found: list[str] = []
-    for owner, source in _forward_sources(model):
-        for attr in _HIDDEN_STATES_CALL.findall(source):
-            sub = getattr(owner, attr, None)
-            if sub is not None and getattr(sub, "_can_record_outputs", None) and id(sub) in names:
-                found.append(names[id(sub)])
-    return sorted(set(found))
-
-
-_NESTED_CALL = re.compile(r"self\.((?:\w+\.)+\w+)\(")
-
-
-def called_directly(model: Any, names: dict[int, str]) -> list[str]:
-    """Nested modules the model's own forward calls (``self.vision_model.model.post_layernorm(...)``).
-
-    Such a call bypasses the forward of every module around the called one (``plan`` keeps those
-    from being FSDP units). Read off the source of ``forward`` and the media-feature methods of the
-    model and of its inner ``model``.
-    """
-    import torch
-
-    found: set[str] = set()
-    for owner, source in _forward_sources(model):
-        for chain in _NESTED_CALL.findall(source):
-            target: Any = owner
-            for attr in chain.split("."):
-                target = getattr(target, attr, None)
-            if isinstance(target, torch.nn.Module) and id(target) in names and chain.count(".") >= 1:
-                found.add(names[id(target)])
-        for getter in _GETTER_CALL.findall(source):  # ``self.get_wte()(ids)``: the module a getter returns
-            try:
-                target = getattr(owner, getter)()
-            except Exception:  # noqa: BLE001 - a getter that needs more than the built model: not a module call
-                continue
-            if isinstance(target, torch.nn.Module) and "." in names.get(id(target), ""):
-                found.add(names[id(target)])
-    return sorted(found)
-
-
-_METHOD_ON_CHILD = re.compile(r"self\.(\w+)\.(\w+)\(")
-
-
-def entered_by_method(model: Any, names: dict[int, str]) -> list[str]:
-    """Modules that a ``forward`` of the model's own code (not transformers' or torch's) enters through another
-    method of theirs (Qwen-VL's ``self.visual.encode(paths)``): FSDP2 gathers a unit's weights in its forward only.
-    """
-    import torch
-
-    found: set[str] = set()
-    sources: dict[type, str] = {}
-    for module in model.modules():
-        cls = type(module)
-        if cls.__module__.startswith(("torch.", "transformers.")):
-            continue
-        if cls not in sources:
-            try:
-                sources[cls] = inspect.getsource(cls.forward)
-            except (OSError, TypeError):
-                sources[cls] = ""
-        for child_name, method in _METHOD_ON_CHILD.findall(sources[cls]):
-            child = getattr(module, child_name, None)
-            function = inspect.getattr_static(type(child), method, None) if child is not None else None
-            if (isinstance(child, torch.nn.Module) and method != "forward" and inspect.isfunction(function)
-                    and not function.__qualname__.startswith("Module.") and id(child) in names):
-                found.add(names[id(child)])
-    return sorted(found)
-
-
-_GETTER_CALL = re.compile(r"self\.(get_\w+)\(\)\(")
-
-
-def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:
-    """Classes whose forward takes neither ``past_key_values`` nor ``**kwargs``.
-
-    MindSpeed-MM's recompute wrapper always passes ``past_key_values=None``, so such blocks
-    (SAM's vision layers, Llama-4's vision encoder layers) cannot be recompute targets.
-    """
-    bad: set[str] = set()
-    checked: set[type] = set()
-    for _, mod in named:
-        cls = type(mod)
-        if cls in checked:
-            continue
-        checked.add(cls)
-        params = inspect.signature(cls.forward).parameters.values()
-        if not any(p.name == "past_key_values" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            bad.add(cls.__name__)
-    return sorted(bad)
-
 
 def attention_support(model: Any) -> dict[str, bool]:
     """Attention implementations that every sub-model of the built model declares.
@@ -347,8 +222,6 @@ def attention_set_by_model(model: Any) -> dict[str, str]:
     return out
 
 
-MEDIA_PREFIXES = ("pixel", "image", "video")
-
 
 def embeddings_holder(model: Any) -> str:
     """The direct child that has both embeddings where the model itself names neither, else ""."""
@@ -359,52 +232,6 @@ def embeddings_holder(model: Any) -> str:
             return name
     return ""
 
-
-def precision_flags(cls: type, config: Any) -> list[str]:
-    """``bf16``/``fp16``/``fp32`` where the config holds them as booleans and the class's ``__init__`` casts itself
-    by them (``self.transformer.half()``): a model built in the trainer's dtype must have them off."""
-    flags = [name for name in ("bf16", "fp16", "fp32") if isinstance(getattr(config, name, None), bool)]
-    try:
-        source = inspect.getsource(cls.__init__)
-    except (OSError, TypeError):
-        return []
-    casts = re.search(r"\.(half|bfloat16)\(\)", source) is not None
-    return flags if len(flags) == 3 and casts else []
-
-
-def auto_models(cls: type, config: Any) -> list[str]:
-    """Model types of the config's sub-configs that the model's own module registers with ``AutoModel``
-    (``AutoModel.register(...)`` in its source) and so builds through ``AutoModel.from_config``."""
-    try:
-        source = inspect.getsource(sys.modules[cls.__module__])
-    except (OSError, TypeError, KeyError):
-        return []
-    if "AutoModel.register(" not in source:
-        return []
-    return sorted({value.model_type for value in vars(config).values() if hasattr(value, "to_dict")
-                   and getattr(value, "model_type", "") and not type(value).__module__.startswith("transformers.")})
-
-
-def unused_media_params(cls: type) -> list[str]:
-    """Media parameters ``forward`` takes but never reads: the media would not reach the model.
-
-    transformers 4.57.1's ``Emu3ForConditionalGeneration.forward`` takes ``pixel_values`` and calls
-    its model without them: every smoke would pass on text alone, a healthy loss on wrong data.
-    Read off the function's syntax tree (names in its body), so docstrings do not count.
-    """
-    import ast
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.forward)))
-    except (OSError, TypeError, SyntaxError):
-        return []
-    func = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if func is None:
-        return []
-    used = {n.id for stmt in func.body for n in ast.walk(stmt) if isinstance(n, ast.Name)}
-    params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
-    return [p for p in params if p.startswith(MEDIA_PREFIXES) and p not in used]
 
 
 def media_tokens(config: Any) -> dict[str, Any]:
@@ -469,7 +296,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
     t1 = time.perf_counter()
     config, cls, custom = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
     t2, cpu2 = time.perf_counter(), time.process_time()
-    with _gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
+    with gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
         model, how, failures = build_structure(cls, config, model_dir)
         published, published_config = cls, config
         model, config, stage = select_stage(model, config, checkout=checkout, trained_submodule=trained_submodule)
@@ -518,7 +345,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
 def default_memory_plan(probed: Probed, model_dir: Path) -> dict[str, Any]:
     """The memory plan for copier's default cluster while the model is built; one image's length (the data
     path's processor facts, already in ``probed.facts``) sizes the samples (``memory.sample_cutoff``)."""
-    with _gc_paused():
+    with gc_paused():
         return _default_memory_plan(probed.model, probed.table, probed.plan, probed.config, model_dir, probed.how,
                                     {"processor": probed.facts.processor})
 
@@ -535,97 +362,3 @@ def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any
                                                            cutoff_len=memory.sample_cutoff(facts)))
     except Exception:  # noqa: BLE001 - the plan is an extra here; the copy computes it again on its own
         return {}
-
-
-def _processor_line(proc: dict[str, Any]) -> str:
-    if "class" not in proc:
-        return f"not loaded ({proc.get('error', 'skipped')})"
-    chat = (proc.get("data_format") or {}).get("chat") or {}
-    form = ("chat format: " + ("slots" if not chat.get("problems") else "not slots")) if chat else "no chat template"
-    return f"{proc['class']}, image token {proc.get('image_token')!r}, outputs {proc.get('output_keys')}, {form}"
-
-
-def ignored_media_text(facts: ModelFacts) -> str:
-    return (f"{facts.architecture}.forward takes {facts.unused_media} but never uses them: the media would not reach "
-            "the model and it would train on text alone")
-
-
-def towers_text(plan: dict[str, Any]) -> str:
-    """The plan's towers with the medium each encodes (``Plan.towers``), then the language tower; plans frozen
-    before the media were recorded list their ``vision_towers`` as they were."""
-    towers = plan.get("towers")
-    if towers is None:
-        towers = {name: "vision" for name in plan.get("vision_towers") or []}
-    parts = [f"{name} ({medium or 'no medium: not an encoder'})" for name, medium in towers.items()]
-    if plan.get("language_tower"):
-        parts.append(f"{plan['language_tower']} (language)")
-    return ", ".join(parts) or "none found"
-
-
-def render_table(facts: ModelFacts) -> str:
-    """Human-readable summary for the terminal and MIGRATION.md."""
-    plan = facts.plan
-    lines = [
-        f"class            {facts.architecture} ({facts.class_module})",
-        f"model_type       {facts.model_type}  sub-configs {facts.sub_configs}",
-        f"parameters       {facts.num_parameters:,}",
-        f"forward          {', '.join(facts.forward_params)}{', **kwargs' if facts.forward_accepts_kwargs else ''}",
-        f"returns .loss    {facts.returns_loss}   tied embeddings {facts.tie_word_embeddings}",
-        f"no_split         {', '.join(facts.no_split_modules)}",
-        f"media tokens     {facts.media_tokens}",
-        f"processor        {_processor_line(facts.processor)}",
-        f"towers           {towers_text(plan)}",
-        *([f"trains           {stage['name']} of {stage['published_class']} only: {stage['reason']}"]
-          if (stage := facts.trained_submodule) else []),
-        "",
-        f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
-    ]
-    for rep in plan["reports"]:
-        lines.append(f"{rep['pattern']:56} {rep['matched']:>7} {rep['params']:>14,}")
-    lines += [
-        f"share of parameters in non-root units: {plan['non_root_share']:.1%}",
-        f"recompute        {plan['recompute_modules']}",
-        f"expert parallel  {plan['ep_modules'] or 'none (dense)'}",
-        f"freeze proposal  {plan['freeze_proposal']} (media encoders; not applied by default)",
-    ]
-    lines += [f"PROBLEM: {p}" for p in plan["problems"]]
-    return "\n".join(lines)
-
-
-def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
-    """The probe's findings in a few lines for an 80-column terminal: the evidence for the data branch.
-
-    The recommendation itself and its reason are the data-branch question's help, right below.
-    """
-    from hooks.terminal import wrap
-
-    plan, proc = facts.plan, facts.processor
-    media = [p for p in facts.forward_params if input_medium(p) or "grid" in p]
-    processor = (f"{proc['class']}, chat template {'yes' if proc.get('has_chat_template') else 'no'}, "
-                 f"image token {proc.get('image_token')!r}" if "class" in proc else f"not loaded ({proc.get('error')})")
-    stage = facts.trained_submodule
-    rows = [
-        ("class", f"{facts.architecture} ({'remote code' if facts.remote_code else facts.class_module.split('.')[0]})"),
-        *([("trains", f"{stage['name']} of {stage['published_class']} only: {stage['reason']}")] if stage else []),
-        ("parameters", f"{facts.num_parameters:,}; tied embeddings {'yes' if facts.tie_word_embeddings else 'no'}"),
-        ("processor", processor),
-        ("media inputs", ", ".join(media) or "none in forward()"),
-        ("towers", towers_text(plan)),
-        ("FSDP2 units", f"{len(plan['apply_modules'])} patterns, {plan['non_root_share']:.1%} of parameters "
-                        "outside the root"),
-        ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "
-                      f"{', '.join(plan['ep_modules']) or 'none (dense)'}"),
-    ]
-    build = facts.build or {}
-    if build.get("how"):
-        rows.append(("built on", f"{build['how']} ({'; '.join(build['failures'])})" if build["failures"]
-                     else build["how"]))
-    rows += [("attention", f"the model's code sets {name} to {value!r} itself: the YAML's attn_implementation "
-                           "does not reach it") for name, value in (build.get("attention_set_by_model") or {}).items()]
-    if facts.unused_media:
-        rows.append(("PROBLEM", ignored_media_text(facts)))
-    rows += [("PROBLEM", problem) for problem in plan["problems"]]
-    lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
-    for key, value in [("model folder", model_path), *rows]:
-        lines += wrap(f"  {key:<13}{value}", width, hang=15)
-    return "\n".join(lines)
