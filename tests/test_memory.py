@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hooks.model import cluster, memory, memory_plan
+from hooks.model import cluster, memory, memory_config, memory_measure, memory_plan
 from hooks.model.memory import GIB, Layout, ParamShape, rank_bytes
 from hooks.model.memory_plan import LOADING_META, LOADING_PLAIN, plan_memory
 from hooks.model.memory_text import markdown
@@ -68,7 +68,7 @@ def test_per_layer_sizes_count_as_their_widest_layer(tiny_models) -> None:
     config = AutoConfig.from_pretrained(tiny_models("gemma3n"))
     widths = config.get_text_config().intermediate_size
     assert isinstance(widths, list)
-    assert memory.dims_from_config(config).intermediate == max(widths)
+    assert memory_config.dims_from_config(config).intermediate == max(widths)
 
 
 def test_optimizer_states_of_a_container_are_read_member_by_member() -> None:
@@ -86,7 +86,7 @@ def test_optimizer_states_of_a_container_are_read_member_by_member() -> None:
         optimizers_dict = members
         state = property(lambda self: ChainMap(*(o.state for o in members.values())))
 
-    states = memory.optimizer_states(MultiOptimizerDouble())
+    states = memory_measure.optimizer_states(MultiOptimizerDouble())
     assert len(states) == 4 and all(set(s) == {"step", "exp_avg", "exp_avg_sq"} for s in states)
     assert len(members["ep"].state) == 2  # nothing created in the first member
 
@@ -119,7 +119,7 @@ _WORKER = textwrap.dedent("""
     ensure_torchvision()
     from hooks.model.loading import load_config_and_class
     from hooks.model.matching import module_name_match
-    from hooks.model.memory import measure_rank
+    from hooks.model.memory_measure import measure_rank
     from hooks.model.plan import derive_plan
     from hooks.model.facts import module_table
 

@@ -47,6 +47,8 @@ memory and no weights. What the trainer holds, and why (``mindspeed-mm-fsdp2-con
 
 The settings search over these figures (which FSDP2 / EP / freeze / offload settings fit a cluster) is
 ``hooks.model.memory_plan``; the plan's Markdown table and the answers' summary are ``hooks.model.memory_text``.
+The activation estimate's arithmetic is ``hooks.model.memory_activations``, the config sizes it reads
+``hooks.model.memory_config``; what a live rank holds, measured to check these figures, ``hooks.model.memory_measure``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.model.matching import module_name_match
+
+# ACT_BYTES, LOGIT_BYTES, layer_row_bytes, recomputed_row_bytes: imported here for hooks/model/saved.py and
+# hooks/smoke/memory_check.py (being edited on branch st35), which read them from this module until their
+# import lines name hooks.model.memory_activations.
+from hooks.model.memory_activations import (
+    ACT_BYTES,  # noqa: F401
+    LOGIT_BYTES,  # noqa: F401
+    LayerProfile,
+    layer_row_bytes,  # noqa: F401
+    model_profiles,
+    recomputed_row_bytes,  # noqa: F401
+)
+from hooks.model.memory_config import ActivationDims, dims_from_config
 from hooks.model.plan import ModuleTable, Plan, unit_owners
 
 CUTOFF_LEN = 2048  # the generated YAML's basic_parameters.cutoff_len, at least (partials/config.yaml.jinja)
@@ -65,8 +80,6 @@ GIB = 1 << 30
 FP32, BF16 = 4, 2
 ADAM_STATES = 2  # exp_avg, exp_avg_sq
 ADAM_STEP_BYTES = 4  # one fp32 0-dim ``step`` tensor per trainable parameter
-LOGIT_BYTES = 10  # per token and vocabulary entry: bf16 logits + fp32 upcast + saved fp32 log-softmax
-ACT_BYTES = 2  # activations are bf16
 
 
 def size_text(n: float, digits: int = 1) -> str:
@@ -76,6 +89,7 @@ def size_text(n: float, digits: int = 1) -> str:
         if n >= scale:
             return f"{n / scale:.{digits}f} {unit}"
     return f"{n:.0f} B"
+
 
 
 # --------------------------------------------------------------------------- shapes
@@ -264,292 +278,6 @@ def shapes_from_table(table: ModuleTable, plan: Plan | dict[str, Any]) -> list[P
     return out
 
 
-def measure_rank(model: Any, optimizer: Any) -> dict[str, Any]:
-    """What this rank of a ``fully_shard``-ed model holds after a step, in ``rank_bytes``' terms.
-
-    ``*_local``: ``to_local()`` numel x element size; ``*_padded``: the distinct storages behind
-    them (FSDP2's padded shards; one reduce-scatter buffer per unit for the grads); ``optimizer``:
-    every tensor in the optimizer state (local shards and ``step``). ``per_param``: local numels.
-    """
-    import torch
-
-    def local(t: Any) -> Any:
-        return t.to_local() if hasattr(t, "to_local") else t
-
-    def storage_bytes(tensors: list[Any]) -> int:
-        seen: dict[int, int] = {}
-        for t in tensors:
-            st = t.untyped_storage()
-            seen[st.data_ptr()] = st.nbytes()
-        return sum(seen.values())
-
-    out: dict[str, Any] = {"per_param": {}}
-    params = [(n, local(p)) for n, p in model.named_parameters()]
-    grads = [local(p.grad) for _, p in model.named_parameters() if p.grad is not None]
-    out["per_param"] = {n: t.numel() for n, t in params}
-    out["params_local"] = sum(t.numel() * t.element_size() for _, t in params)
-    out["params_padded"] = storage_bytes([t for _, t in params])
-    out["grads_local"] = sum(g.numel() * g.element_size() for g in grads)
-    out["grads_padded"] = storage_bytes(grads)
-    out["no_grad"] = sorted(n for n, p in model.named_parameters() if p.requires_grad and p.grad is None)
-    out["optimizer"] = sum(local(v).numel() * local(v).element_size() for state in optimizer_states(optimizer)
-                           for v in state.values() if isinstance(v, torch.Tensor))
-    return out
-
-
-def optimizer_states(optimizer: Any) -> list[dict[str, Any]]:
-    """Every parameter's optimizer state, read without creating any.
-
-    MindSpeed-MM's ``MultiOptimizer`` (EP + FSDP2: one optimizer for expert, one for other parameters)
-    exposes ``state`` as a ``ChainMap`` of its members' ``defaultdict``s: reading a parameter through it
-    asks the first member, which creates an empty entry and returns it. So a container is read member by
-    member.
-    """
-    members = getattr(optimizer, "optimizers_dict", None)
-    if isinstance(members, dict):
-        return [state for member in members.values() for state in optimizer_states(member)]
-    return list(optimizer.state.values())
-
-
-# --------------------------------------------------------------------------- dims for activations
-
-@dataclass(frozen=True)
-class Dims:
-    """What the activation estimate reads from the config (text config; vision config if any)."""
-
-    hidden: int
-    layers: int
-    q_dim: int
-    kv_dim: int
-    intermediate: int  # per token active: dense intermediate, or top_k x moe_intermediate + shared
-    top_k: int  # 0 for dense
-    vocab: int
-    num_experts: int = 0
-    vision_hidden: int = 0
-    vision_layers: int = 0
-    vision_intermediate: int = 0
-    patches_per_token: int = 1
-    heads: int = 1
-    kv_heads: int = 1
-    moe_intermediate: int = 0  # one expert's width (MoE)
-    shared_intermediate: int = 0  # shared experts' width per token (MoE)
-    vision_heads: int = 0
-
-
-def _get(cfg: Any, *names: str, default: Any = 0) -> Any:
-    """The first of ``names`` the config sets. A per-layer list (Gemma 3n's ``intermediate_size``) counts as its
-    largest entry: the widest layer bounds the activation estimate."""
-    for n in names:
-        v = getattr(cfg, n, None)
-        if isinstance(v, list | tuple):
-            v = max(v, default=None)
-        if v is not None:
-            return v
-    return default
-
-
-def dims_from_config(config: Any) -> Dims:
-    """Text (and vision) sizes from a transformers config; the text config is the language model's."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    h = int(_get(text, "hidden_size", "d_model", "n_embd"))
-    heads = int(_get(text, "num_attention_heads", "n_head", default=1))
-    head_dim = int(_get(text, "head_dim", default=h // max(heads, 1)) or h // max(heads, 1))
-    kv = int(_get(text, "num_key_value_heads", default=heads))
-    experts = int(_get(text, "num_experts", "n_routed_experts", "num_local_experts"))
-    top_k = int(_get(text, "num_experts_per_tok", "moe_topk")) if experts else 0
-    dense_i = int(_get(text, "intermediate_size", "ffn_hidden_size", default=4 * h))
-    if experts:
-        moe_i = int(_get(text, "moe_intermediate_size", "intermediate_size"))
-        shared = int(_get(text, "shared_expert_intermediate_size")) or int(_get(text, "n_shared_experts")) * moe_i
-        inter = top_k * moe_i + shared
-    else:
-        inter, moe_i, shared = dense_i, 0, 0
-    vision = getattr(config, "vision_config", None)
-    vh = vl = vi = vheads = 0
-    merge = 1
-    if vision is not None:
-        vh = int(_get(vision, "hidden_size", "embed_dim", "width"))
-        vl = int(_get(vision, "depth", "num_hidden_layers", "num_layers"))
-        vi = int(_get(vision, "intermediate_size", default=4 * vh) or 4 * vh)
-        vheads = int(_get(vision, "num_heads", "num_attention_heads", default=1))
-        sms = _get(vision, "spatial_merge_size", default=None) or _get(config, "spatial_merge_size", default=None)
-        ratio = _get(config, "downsample_ratio", default=None)
-        if sms:
-            merge = int(sms) ** 2
-        elif ratio:
-            merge = round(1 / float(ratio) ** 2)
-    return Dims(hidden=h, layers=int(_get(text, "num_hidden_layers", "n_layer", "num_layers")),
-                q_dim=heads * head_dim, kv_dim=kv * head_dim, intermediate=inter, top_k=top_k,
-                vocab=int(_get(text, "vocab_size", default=_get(config, "vocab_size"))), num_experts=experts,
-                vision_hidden=vh, vision_layers=vl, vision_intermediate=vi, patches_per_token=merge, heads=heads,
-                kv_heads=kv, moe_intermediate=moe_i, shared_intermediate=shared, vision_heads=vheads)
-
-
-NORM_RMS, NORM_RMS_FP32, NORM_LAYER = "rms", "rms_fp32", "layer"
-
-
-@dataclass(frozen=True)
-class LayerProfile:
-    """One kind of layer (decoder layer or vision block) as its saved activations depend on it.
-
-    Widths come from the config; the structure (which norm, how many, fused QKV, gated MLP, experts)
-    from the layer's own modules (``profile_of``), read off the meta build, so the same arithmetic
-    serves a published full-size config and its tiny copy.
-    """
-
-    hidden: int
-    q: int
-    kv: int
-    heads: int
-    kv_heads: int
-    intermediate: int  # dense MLP width, or one expert's for MoE
-    norm: str = NORM_RMS
-    norms: int = 2  # layer-wide norms; two feed a projection, the rest (Gemma's, GLM's post-norms) the residual
-    qk_norm: bool = False
-    fused_qkv: bool = False  # one QKV projection (Qwen/GLM vision): V keeps the whole output alive
-    gated: bool = True
-    kv_repeated: bool = False  # GQA through repeat_kv (SDPA with a materialised mask): K, V kept at Q's width
-    experts: int = 0
-    top_k: int = 0
-    shared_intermediate: int = 0
-
-    @property
-    def head_dim(self) -> int:
-        return self.q // max(self.heads, 1)
-
-
-def _norm_bytes(style: str, width: int, feeds_projection: bool) -> int:
-    """Per row: what one norm keeps (HF RMSNorm upcasts: an fp32 copy, the bf16 normalised value; Gemma's
-    keeps the normalised value in fp32; LayerNorm its bf16 input and per-row statistics), plus its output
-    when a projection consumes it (a linear keeps its input)."""
-    own = {NORM_RMS: 6 * width + 4, NORM_RMS_FP32: 8 * width + 4, NORM_LAYER: 2 * width + 4}[style]
-    return own + (ACT_BYTES * width if feeds_projection else 0)
-
-
-def layer_row_bytes(p: LayerProfile, rows: int = 1) -> int:
-    """Activation bytes one layer keeps for ``rows`` tokens (or patches), without recompute (the formula).
-
-    Attention (flash/SDPA, no ``s^2``): Q, K, V as the kernel gets them, its output (the output projection's
-    input) and its fp32 log-sum-exp; a fused QKV keeps its whole output (V is a view of it) and the Qwen/GLM
-    vision attention copies its output once more (concatenated over images) and recomputes fp32 rotary tables
-    per block. MLP: gate, up, activation and product (gated), or the first projection and its activation. MoE:
-    router probabilities, and per routed token copy its gathered input, expert MLP, weighted output; per
-    expert hit, the copy of its weights the HF training loop indexes out (``gate_up_proj[expert_idx]``).
-    """
-    h, q, kv = p.hidden, p.q, p.kv
-    kv_w = q if p.kv_repeated else kv
-    per = _norm_bytes(p.norm, h, True) * 2 + _norm_bytes(p.norm, h, False) * max(p.norms - 2, 0)
-    if p.qk_norm:
-        per += _norm_bytes(p.norm, q, False) + _norm_bytes(p.norm, kv, False) + 4 * (p.heads + p.kv_heads) - 8
-    per += ACT_BYTES * (2 * q + 2 * kv_w) + 4 * p.heads
-    if p.fused_qkv:  # the rest of the QKV output around V, the output's copy, fp32 rotary tables
-        per += ACT_BYTES * (q + kv + q) + 8 * p.head_dim
-    if p.experts:
-        k, i = p.top_k, p.intermediate
-        per += 4 * p.experts + 12 * k + 4 + k * (ACT_BYTES * (3 * h + 4 * i) + 10)
-        per += ACT_BYTES * 4 * p.shared_intermediate
-        hit = min(p.experts, rows * k)
-        return rows * per + hit * ACT_BYTES * 3 * h * i
-    per += ACT_BYTES * (4 if p.gated else 2) * p.intermediate
-    return rows * per
-
-
-def recomputed_row_bytes(p: LayerProfile, rows: int = 1, act_bytes: int = ACT_BYTES) -> int:
-    """With non-reentrant recompute a layer keeps only its input (``hidden`` wide, in the compute dtype)."""
-    return rows * act_bytes * p.hidden
-
-
-def text_profile(dims: Dims) -> LayerProfile:
-    """A decoder layer as the config alone describes it (Llama-style: HF RMSNorm, separate Q/K/V, gated MLP)."""
-    moe_i = dims.moe_intermediate if dims.num_experts else dims.intermediate
-    return LayerProfile(dims.hidden, dims.q_dim, dims.kv_dim, dims.heads, dims.kv_heads, moe_i,
-                        experts=dims.num_experts, top_k=dims.top_k, shared_intermediate=dims.shared_intermediate)
-
-
-def vision_profile(dims: Dims) -> LayerProfile:
-    vh, heads = dims.vision_hidden, dims.vision_heads or 1
-    return LayerProfile(vh, vh, vh, heads, heads, dims.vision_intermediate)
-
-
-def _norm_style(module: Any) -> str:
-    import torch
-
-    if isinstance(module, torch.nn.LayerNorm):
-        return NORM_LAYER
-    import inspect
-
-    try:
-        source = inspect.getsource(type(module).forward)
-    except (OSError, TypeError):
-        return NORM_RMS
-    return NORM_RMS_FP32 if "1.0 + self.weight" in source or "(1 + self.weight" in source else NORM_RMS
-
-
-def profile_of(layer: Any, base: LayerProfile, *, sliding: bool = False) -> LayerProfile:
-    """``base`` (widths from the config) with the structure read off ``layer``'s modules (meta or real)."""
-    import torch
-
-    norms = [(n, m) for n, m in layer.named_modules() if n and type(m).__name__.endswith("Norm")
-             and getattr(m, "weight", None) is not None and m.weight.dim() == 1]
-    wide = [m for n, m in norms if m.weight.shape[0] == base.hidden]
-    narrow = [m for n, m in norms if m.weight.shape[0] != base.hidden]
-    linears = {n.rpartition(".")[2]: m for n, m in layer.named_modules() if isinstance(m, torch.nn.Linear)}
-    fused = any(m.out_features == base.q + 2 * base.kv and m.in_features == base.hidden and "qkv" in n
-                for n, m in linears.items())
-    gated = any("gate" in n and "gate" != n for n in linears) or any(
-        getattr(m, "gate_up_proj", None) is not None for m in layer.modules())
-    return LayerProfile(base.hidden, base.q, base.kv, base.heads, base.kv_heads, base.intermediate,
-                        norm=_norm_style(wide[0]) if wide else base.norm, norms=len(wide) or base.norms,
-                        qk_norm=bool(narrow), fused_qkv=fused, gated=gated or bool(base.experts),
-                        kv_repeated=sliding and base.kv != base.q, experts=base.experts, top_k=base.top_k,
-                        shared_intermediate=base.shared_intermediate)
-
-
-def model_profiles(model: Any, plan: Plan, dims: Dims, config: Any) -> dict[str, LayerProfile]:
-    """``{"text": ..., "vision": ...}``: the first decoder layer and vision block the plan recomputes."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    sliding = "sliding_attention" in (getattr(text, "layer_types", None) or [])
-    out: dict[str, LayerProfile] = {}
-    names = [n for n, _ in model.named_modules() if n and any(module_name_match(p, n) for p in plan.recompute_modules)]
-    towers = list(plan.towers)  # encoder layers (images, audio) are costed alike
-    for name in names:
-        kind = "vision" if any(name == t or name.startswith(t + ".") for t in towers) else "text"
-        if kind not in out:
-            base = vision_profile(dims) if kind == "vision" else text_profile(dims)
-            out[kind] = profile_of(model.get_submodule(name), base, sliding=sliding and kind == "text")
-    return out
-
-
-@dataclass
-class Activations:
-    """ESTIMATE (see the module docstring): bytes per device for one micro-batch."""
-
-    text_per_sample: int
-    vision_per_sample: int
-    logits_per_sample: int
-
-    def total(self, micro_batch: int) -> int:
-        return micro_batch * (self.text_per_sample + self.vision_per_sample + self.logits_per_sample)
-
-
-def activations(dims: Dims, cutoff_len: int, *, recompute: bool, vision_frozen: bool,
-                profiles: dict[str, LayerProfile] | None = None) -> Activations:
-    """Per-sample activation estimate for ``cutoff_len`` tokens (``layer_row_bytes`` per layer)."""
-    profiles = profiles or {}
-    t = cutoff_len
-    text = profiles.get("text") or text_profile(dims)
-    full = layer_row_bytes(text, t)
-    text_bytes = dims.layers * recomputed_row_bytes(text, t) + full if recompute else dims.layers * full
-    vision = 0
-    if dims.vision_layers and not vision_frozen:
-        patches = t * dims.patches_per_token
-        vp = profiles.get("vision") or vision_profile(dims)
-        v_full = layer_row_bytes(vp, patches)
-        vision = (dims.vision_layers * recomputed_row_bytes(vp, patches) + v_full if recompute
-                  else dims.vision_layers * v_full)
-    return Activations(text_bytes, vision, t * dims.vocab * LOGIT_BYTES)
-
-
 # --------------------------------------------------------------------------- a model's facts
 
 @dataclass
@@ -558,7 +286,7 @@ class ModelShapes:
 
     name: str
     shapes: list[ParamShape]
-    dims: Dims
+    dims: ActivationDims
     # Every tower besides the language tower (``Plan.towers``: media encoders and connectors alike): their blocks
     # are costed as encoder layers, and freezing them is the plan's last resort before CPU offload.
     towers: list[str]
@@ -613,6 +341,5 @@ def sample_cutoff(facts: Any) -> int:
     return 1 << (2 * one_image + 512 - 1).bit_length()
 
 
-__all__ = ["Layout", "ModelShapes", "ParamShape", "RankBytes", "activations", "dims_from_config", "is_frozen",
-           "local_numels", "measure_rank", "param_shapes", "rank_bytes", "shard_numel", "shard_rows",
-           "unit_gathers"]
+__all__ = ["Layout", "ModelShapes", "ParamShape", "RankBytes", "is_frozen", "local_numels", "param_shapes",
+           "rank_bytes", "shard_numel", "shard_rows", "unit_gathers"]

@@ -49,11 +49,11 @@ from hooks.model.memory import (
     GIB,
     Layout,
     ModelShapes,
-    activations,
     rank_bytes,
     size_text,
     unit_gathers,
 )
+from hooks.model.memory_activations import activations
 
 USABLE_DEVICE_SHARE = 0.9
 USABLE_HOST_SHARE = 0.8

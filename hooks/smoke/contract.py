@@ -323,7 +323,7 @@ def _shard_recorder(model: nn.Module, optimizer: Any, out: RankResult) -> Callab
     """After the first optimizer step (gradients still there, AdamW states created): what this rank holds."""
 
     def record() -> None:
-        from hooks.model.memory import measure_rank
+        from hooks.model.memory_measure import measure_rank
 
         measured = measure_rank(model, optimizer)
         out.shards = {k: measured[k] for k in SHARD_KEYS}

@@ -39,7 +39,7 @@ class RankResult:
     error: str = ""
     traceback: str = ""
     failed_at: float = 0.0
-    shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (hooks.model.memory.measure_rank)
+    shards: dict[str, int] = field(default_factory=dict)  # measured after step 1 (memory_measure.measure_rank)
     planned: dict[str, int] = field(default_factory=dict)  # the memory plan's arithmetic for this rank
     no_grad: list[str] = field(default_factory=list)  # trainable parameters the forward left without a gradient
     experts: dict[str, Any] = field(default_factory=dict)  # hooks.smoke.experts.UnroutedExperts, as a dict

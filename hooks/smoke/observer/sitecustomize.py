@@ -14,7 +14,7 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
   not from a random init (``training.load`` pointing elsewhere, keys that did not match); and,
   with tied word embeddings, that the output head still shares the input embedding's weight;
 - at the first optimizer step, each parameter's gradient norm (before it) and, after it (gradients still
-  there, AdamW states created), what this rank holds: ``hooks.model.memory.measure_rank``, compared with
+  there, AdamW states created), what this rank holds: ``hooks.model.memory_measure.measure_rank``, compared with
   the memory plan's arithmetic;
 - at the first step, which inputs the batch holds (``step1_batch``) and which parameters got no gradient
   (``step1_no_grad``): ``hooks.smoke.media_proof`` proves each medium reached ``forward`` and its tower trained;
@@ -202,7 +202,7 @@ def _measure_after_first_step(engine: Any, out: Path) -> None:
         optimizer.step = step
         try:
             _hooks_importable()
-            from hooks.model.memory import measure_rank
+            from hooks.model.memory_measure import measure_rank
 
             _write(out, {"shards": measure_rank(engine.model, optimizer)})
         except Exception as err:  # noqa: BLE001
