@@ -10,7 +10,9 @@ import pytest
 
 from hooks.data.encoders import SampleError, to_chat
 from hooks.smoke import contract as contract_smoke
-from hooks.smoke.contract import ContractError, run_contract_smoke
+from hooks.smoke import parallelize
+from hooks.smoke.contract import run_contract_smoke
+from hooks.smoke.parallelize import ContractError
 from tests.samples import QWEN2_5_VL_PLAN
 
 
@@ -34,14 +36,14 @@ def _names(root: object, modules: list) -> list[str]:
 
 
 def test_post_order_puts_children_before_parents() -> None:
-    names = [name for name, _ in contract_smoke._post_order(_toy())]
+    names = [name for name, _ in parallelize._post_order(_toy())]
     assert names.index("model.visual.blocks.1") < names.index("model.visual.blocks") < names.index("model")
     assert names[-1] == ""
 
 
 def test_fsdp_units_follow_post_order_not_plan_order() -> None:
     root = _toy()
-    units = contract_smoke._fsdp_units(root, ["model.visual", "model.visual.blocks.{*}", "lm_head"])
+    units = parallelize._fsdp_units(root, ["model.visual", "model.visual.blocks.{*}", "lm_head"])
     assert _names(root, units) == [
         "model.visual.blocks.0",
         "model.visual.blocks.1",
@@ -52,17 +54,17 @@ def test_fsdp_units_follow_post_order_not_plan_order() -> None:
 
 def test_fsdp_units_name_the_pattern_that_matches_nothing() -> None:
     with pytest.raises(ContractError, match=r"model\.vision_tower"):
-        contract_smoke._fsdp_units(_toy(), ["model.visual", "model.vision_tower"])
+        parallelize._fsdp_units(_toy(), ["model.visual", "model.vision_tower"])
 
 
 def test_fsdp_units_reject_a_plan_that_wraps_only_the_root() -> None:
     with pytest.raises(ContractError, match="only the root"):
-        contract_smoke._fsdp_units(_toy(), [])
+        parallelize._fsdp_units(_toy(), [])
 
 
 def test_freeze_uses_mindspeed_matching() -> None:
     root = _toy()
-    contract_smoke._apply_freeze(root, ["model.language_model.layers.{0-1}"])
+    parallelize.apply_freeze(root, ["model.language_model.layers.{0-1}"])
     frozen = sorted({n.rsplit(".", 1)[0] for n, p in root.named_parameters() if not p.requires_grad})
     assert frozen == ["model.language_model.layers.0", "model.language_model.layers.1"]
 

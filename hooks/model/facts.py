@@ -190,7 +190,6 @@ def module_table(model: Any) -> ModuleTable:
         )
 
 
-
 def attention_support(model: Any) -> dict[str, bool]:
     """Attention implementations that every sub-model of the built model declares.
 
@@ -222,7 +221,6 @@ def attention_set_by_model(model: Any) -> dict[str, str]:
     return out
 
 
-
 def embeddings_holder(model: Any) -> str:
     """The direct child that has both embeddings where the model itself names neither, else ""."""
     if embeddings(model, "get_input_embeddings") is not None:
@@ -231,7 +229,6 @@ def embeddings_holder(model: Any) -> str:
         if None not in (embeddings(child, "get_input_embeddings"), embeddings(child, "get_output_embeddings")):
             return name
     return ""
-
 
 
 def media_tokens(config: Any) -> dict[str, Any]:

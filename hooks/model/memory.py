@@ -91,7 +91,6 @@ def size_text(n: float, digits: int = 1) -> str:
     return f"{n:.0f} B"
 
 
-
 # --------------------------------------------------------------------------- shapes
 
 @dataclass(frozen=True)

@@ -138,7 +138,6 @@ def no_recompute_classes(named: list[tuple[str, Any]]) -> list[str]:
     return sorted(bad)
 
 
-
 MEDIA_PREFIXES = ("pixel", "image", "video")
 
 
