@@ -107,7 +107,7 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
                and "error" not in rec["activations"]}
     if not records:
         return []
-    from hooks.smoke.reference import smoke_shapes
+    from hooks.smoke.reference_run import smoke_shapes
 
     shapes = smoke_shapes(observed, model_dir, cfg)
     meta = bool(dig(cfg, "training", "init_model_with_meta_device"))

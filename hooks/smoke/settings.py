@@ -170,7 +170,7 @@ def shard_findings(records: dict[int, dict[str, Any]], cfg: dict[str, Any], mode
     if any("error" in m for m in measured.values()):
         return [f"shard sizes not measured: {next(m['error'] for m in measured.values() if 'error' in m)}"], []
     from hooks.model.memory import Layout, rank_bytes, unused_note
-    from hooks.smoke.reference import smoke_shapes
+    from hooks.smoke.reference_run import smoke_shapes
 
     shapes = smoke_shapes(observed, model_dir, cfg).shapes
     layout = Layout(world=nproc, ep=int(dig(cfg, "parallel", "expert_parallel_size") or 1))

@@ -333,7 +333,7 @@ def run_framework_smoke(
                                 "prefix": prefix}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
-    from hooks.smoke.reference import go_reference, loss_equivalence, read_experts, start_reference, stop_reference
+    from hooks.smoke.reference_run import go_reference, loss_equivalence, read_experts, start_reference, stop_reference
 
     # The loss reference imports and builds the model's own class while the trainer runs (issue 24's cost).
     reference = start_reference(yaml_path, Path(model_dir).resolve(), observed, mm_home=Path(mm_home), python=python,

@@ -263,7 +263,7 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
                     _describe_first(out, batch)
                 if count == RECORDED_STEPS:
                     _hooks_importable()
-                    from hooks.smoke.reference import recorded_mark
+                    from hooks.smoke.reference_run import recorded_mark
 
                     recorded_mark(out, _rank()).touch()
             return batch
