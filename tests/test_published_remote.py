@@ -109,8 +109,26 @@ def _ovis2_batch(folder: Path, model, tokenizer) -> dict:
             "pixel_values": [pixel_values.to(model.dtype)]}
 
 
+def _fastvlm_batch(folder: Path, model, tokenizer) -> dict:
+    """FastVLM's own format (its model card, LLaVA's original code): the chat template split at ``<image>``, the
+    text around it tokenized without specials and the sentinel -200 spliced between; the image preprocessed by the
+    ``CLIPImageProcessor`` its vision tower builds; ``forward(images=...)`` extends the labels itself."""
+    import torch
+    from PIL import Image
+
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "<image>\nWhat color is it?"}],
+                                             add_generation_prompt=True, tokenize=False)
+    pre, post = rendered.split("<image>", 1)
+    ids = torch.tensor([tokenizer(pre, add_special_tokens=False).input_ids + [-200]
+                        + tokenizer(post + "Red.<|im_end|>\n", add_special_tokens=False).input_ids])
+    pixels = model.get_vision_tower().image_processor(images=Image.new("RGB", (64, 64), (200, 30, 30)),
+                                                      return_tensors="pt")["pixel_values"]
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "images": pixels,
+            "labels": ids.masked_fill(ids < 0, -100)}
+
+
 BATCHES = {"qwen_vl_chat": _qwen_vl_batch, "internvl2_2b": _internvl_batch, "internvl2_1b": _internvl_batch,
-           "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch}
+           "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch, "fastvlm_0_5b": _fastvlm_batch}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -321,6 +339,10 @@ COPIES = {
     # no processor class and no chat(): its model card's preprocess_inputs(), which writes labels itself
     "ovis2_4b": ("pass", "data parity: MATCH (the dataset plugin (the model's own preprocess_inputs(), as its model "
                          "card calls it))"),
+    # LLaVA's original code: no processor (AutoProcessor guesses LlavaProcessor from the config class's name), the
+    # image processor built inside the vision tower, the sentinel -200 spliced by the card's inline quick-start
+    "fastvlm_0_5b": ("pass", "data parity: MATCH (the dataset plugin (the model card's quick-start code, what it "
+                             "hands generate))"),
 }
 
 
