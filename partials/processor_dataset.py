@@ -179,7 +179,8 @@ class ModelRecipe:
 
     tokenizer: Any
     model: Any
-    code: Any  # the card's code block compiled with the user turn as a parameter (``recipe_code``)
+    code: Any  # the card's code block compiled with the user turn as a parameter (``recipe_code``), or the
+    # user's prompt builder: (model, tokenizer, text, images) -> what the model's generate takes for that prompt
 
 
 RECIPE_USER = "_msmm_user_turn"  # the name the card's user-turn text (the literal holding <image>) is replaced by
@@ -254,9 +255,10 @@ def run_recipe(recipe: ModelRecipe, user_text: str, images: list[Any]) -> dict[s
     import io
 
     import PIL.Image
-    import torch
     import transformers
 
+    if callable(recipe.code):  # the user's prompt builder (msmm-migrate's hooks.data.builder, contract "prompt")
+        return _recorded((), dict(recipe.code(recipe.model, recipe.tokenizer, user_text, list(images))))
     opened = iter(images)
     loaders = {"AutoTokenizer": lambda *a, **k: recipe.tokenizer, "Image.open": lambda *a, **k: next(opened).copy()}
     for name in ("AutoModelForCausalLM", "AutoModel", "AutoModelForVision2Seq", "AutoModelForImageTextToText"):
@@ -283,6 +285,14 @@ def run_recipe(recipe: ModelRecipe, user_text: str, images: list[Any]) -> dict[s
                 delattr(owner, attr)
             else:
                 setattr(owner, attr, before)
+    return _recorded(args, kwargs)
+
+
+def _recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A generate call's arguments as a sample's prompt: ids (``inputs``, ``input_ids`` or the first positional
+    argument), the attention mask (ones when absent) and every tensor argument (the media)."""
+    import torch
+
     ids = kwargs.pop("inputs", None)
     ids = kwargs.pop("input_ids", None) if ids is None else ids
     ids = args[0] if ids is None and args else ids

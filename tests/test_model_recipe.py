@@ -133,3 +133,36 @@ def test_the_recorded_sample_trains_through_the_models_own_forward(fastvlm: Path
     assert math.isfinite(out.loss.item())
     out.loss.backward()
     assert model.get_model().mm_projector[0].weight.grad.abs().sum() > 0  # the image reached the projector
+
+
+def test_a_prompt_builder_stands_in_for_a_missing_card(tmp_path: Path) -> None:
+    """Without the card nothing builds a sample: the probe asks for a prompt builder; the skeleton states the
+    model's figures; filled with the card's steps it is the recipe convention's code, checked on a test image."""
+    import subprocess
+    import sys
+
+    from hooks.data.prompt_builder import is_prompt_builder
+    from hooks.probe import probe
+    from tests.test_published_remote import CARD_STEPS
+
+    try:
+        folder = published.build("fastvlm_0_5b_nocard", tmp_path / "fastvlm_0_5b_nocard")
+    except published.MirrorMissing as exc:
+        pytest.skip(str(exc))
+    facts = json.loads(probe(folder, trust_remote_code=True).to_json(with_timings=False))["processor"]
+    assert facts["needs_builder"] is True and facts["builder_contract"] == "prompt"
+    builder = tmp_path / "my_builder.py"
+    subprocess.run([sys.executable, "-m", "hooks.data.builder", str(folder), "--skeleton", str(builder), "--contract",
+                    "prompt"], check=True, capture_output=True, cwd=Path(__file__).resolve().parent.parent)
+    text = builder.read_text()
+    assert "IMAGE_TOKEN_INDEX = -200" in text and "the tokenizer has a chat template" in text
+    builder.write_text(text.replace("    raise NotImplementedError(\"write the model card's inference recipe here\")\n",
+                                    CARD_STEPS))
+    from hooks.data.builder import load
+
+    assert is_prompt_builder(load(f"{builder}:build_prompt"))
+    facts = json.loads(probe(folder, trust_remote_code=True, sample_builder=f"{builder}:build_prompt")
+                       .to_json(with_timings=False))["processor"]
+    assert facts["problems"] == [] and facts["sample_format"] == {
+        "kind": "recipe", "recipe_block": -1, "end_of_turn": "<|im_end|>\n", "per_sample": ["images"],
+        "sentinels": [-200], "builder": f"{builder}:build_prompt"}

@@ -99,6 +99,17 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
     return facts
 
 
+def _prompt_builder(spec: str) -> bool:
+    """The answer names a prompt builder (``hooks.data.prompt_builder``), not an image function for chat()."""
+    from hooks.data.builder import load
+    from hooks.data.prompt_builder import is_prompt_builder
+
+    try:
+        return is_prompt_builder(load(spec))
+    except Exception:  # noqa: BLE001 - the image-function path reports the file's own error
+        return False
+
+
 def _config_class(model_dir: Path, trust_remote_code: bool) -> str:
     """The name of the release's config class (what AutoProcessor resolves by), or "?" when it does not load."""
     try:
@@ -157,6 +168,10 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
         from hooks.data.model_recipe import recipe_facts
 
         cls = type(model)
+        if sample_builder and _prompt_builder(sample_builder):  # the user's whole inference prompt
+            facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code,
+                                                sample_builder))
+            return
         try:
             facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code, sample_builder))
             if facts.processor.get("problems") and not sample_builder:  # no chat(): a method writing samples?
@@ -165,6 +180,8 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
                 facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
             if facts.processor.get("problems") and not sample_builder:  # or the model card's quick-start?
                 facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code))
+            if facts.processor.get("problems") and not sample_builder and not facts.processor.get("needs_builder"):
+                facts.processor.update(needs_builder=True, builder_contract="prompt")  # nothing builds a sample
         except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
             facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                            f"{str(err)[:300]})"]

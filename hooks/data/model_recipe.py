@@ -66,43 +66,55 @@ def end_of_turn(tokenizer: Any) -> str:
     return said[len(asked) + len(PROBE_ANSWER):] if said.startswith(asked + PROBE_ANSWER) else ""
 
 
-def recipe_facts(cls: type, model_dir: Path, forward_params: list[str], trust_remote_code: bool) -> dict[str, Any]:
+def recipe_facts(cls: type, model_dir: Path, forward_params: list[str], trust_remote_code: bool,
+                 builder: str = "") -> dict[str, Any]:
     """The ``recipe`` sample format for the probe's facts; {} when the card has no quick-start that asks about an
-    image, ``problems`` when none of its blocks hands ``generate`` a sample this convention can train on."""
+    image, ``problems`` when none of its blocks hands ``generate`` a sample this convention can train on.
+
+    ``builder``: the user's prompt builder (``hooks.data.prompt_builder``, ``path.py:function``) in place of the
+    card's code blocks; its verdict stands alone."""
     from PIL import Image
     from transformers import AutoTokenizer
 
     from hooks.data.records import runtime
 
-    card = Path(model_dir) / CARD
-    if not card.is_file():
-        return {}
-    text = card.read_text(encoding="utf-8", errors="replace")
-    blocks = recipe_blocks(text)
-    if not blocks:
-        return {}
     data = runtime()
+    card = Path(model_dir) / CARD
+    if builder:
+        from hooks.data.builder import load
+
+        try:
+            candidates: list[tuple[int, str, Any]] = [(-1, f"the sample builder {builder}", load(builder))]
+        except Exception as err:  # noqa: BLE001 - the user's file: never evidence, the cause is the answer
+            return {"problems": [f"could not evaluate the sample builder {builder} ({type(err).__name__}: "
+                                 f"{str(err)[:300]})"], "builder": builder}
+    else:
+        text = card.read_text(encoding="utf-8", errors="replace") if card.is_file() else ""
+        candidates = [(block, f"code block {block}", None) for block in recipe_blocks(text)]
+        if not candidates:
+            return {}
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     causes = []
-    for block in blocks:
+    for block, label, function in candidates:
         try:
             model = data.recording_model(cls, str(model_dir))
-            recipe = data.ModelRecipe(tokenizer, model, data.recipe_code(text, block))
+            recipe = data.ModelRecipe(tokenizer, model, function or data.recipe_code(text, block))
             out = data.run_recipe(recipe, PROBE_TURN, [Image.new("RGB", (128, 64), "red")])
         except Exception as err:  # noqa: BLE001 - could not evaluate this block: another may be the quick-start
-            causes.append(f"code block {block}: {type(err).__name__}: {str(err)[:160]}")
+            causes.append(f"{label}: {type(err).__name__}: {str(err)[:160]}")
             continue
         media = [key for key in out if key not in ("input_ids", "attention_mask")]
         marks = sentinels(out["input_ids"][0].tolist(), len(tokenizer))
         if not media or any(key not in forward_params for key in media) or not marks:
-            causes.append(f"code block {block}: hands generate {sorted(out)} ({', '.join(map(str, marks)) or 'no'} "
+            causes.append(f"{label}: hands generate {sorted(out)} ({', '.join(map(str, marks)) or 'no'} "
                           f"placeholder id outside the vocabulary; forward takes {', '.join(forward_params)})")
             continue
         return {"sample_format": {"kind": "recipe", "recipe_block": block, "end_of_turn": end_of_turn(tokenizer),
-                                  "per_sample": media, "sentinels": marks},
+                                  "per_sample": media, "sentinels": marks, **({"builder": builder} if builder else {})},
                 "inside_model": inside_model(model), "problems": []}
-    return {"problems": [f"could not evaluate the model card's quick-start on one image and a question "
-                         f"({'; '.join(causes)[:400]})"]}
+    what = f"the sample builder {builder}" if builder else "the model card's quick-start"
+    return {"problems": [f"could not evaluate {what} on one image and a question ({'; '.join(causes)[:400]})"],
+            **({"builder": builder} if builder else {})}
 
 
 # --- data parity (run by hooks.data.batch inside the framework's environment) ----------------------
@@ -128,9 +140,13 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     data = runtime()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
-    recipe = data.ModelRecipe(tokenizer, data.recording_model(cls, str(model_dir)),
-                              data.recipe_code((Path(model_dir) / CARD).read_text(encoding="utf-8"),
-                                               fmt["recipe_block"]))
+    if fmt.get("builder"):
+        from hooks.data.builder import load
+
+        code = load(fmt["builder"])
+    else:
+        code = data.recipe_code((Path(model_dir) / CARD).read_text(encoding="utf-8"), fmt["recipe_block"])
+    recipe = data.ModelRecipe(tokenizer, data.recording_model(cls, str(model_dir)), code)
     key = fmt["per_sample"][0]
     details, names = [], []
     for (name, images, question, answer), (_, ours) in zip(samples, batches, strict=True):

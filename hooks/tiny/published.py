@@ -19,6 +19,7 @@ search tool's fetch writes, default ``/work/.mirror``) or one family's git direc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -395,7 +396,17 @@ FASTVLM = Release(
 )
 
 
-RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2, FASTVLM)}
+# The same code without its model card, as a user who copied only the code files has it: nothing in the folder
+# builds a sample, so a copy asks for a prompt builder (hooks.data.prompt_builder), written from the skeleton and
+# the card (tests/test_published_remote.py)
+FASTVLM_NOCARD = dataclasses.replace(
+    FASTVLM, family="fastvlm_0_5b_nocard", files=tuple(f for f in FASTVLM.files if f != "README.md"),
+    dropped={**FASTVLM.dropped, "README.md": "left out: the code without its card (the quick-start is the only "
+                                             "place the release writes its inference prompt)"})
+
+
+RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2, FASTVLM,
+                                                      FASTVLM_NOCARD)}
 
 
 # ---------------------------------------------------------------------------- mirror access
