@@ -2,7 +2,7 @@
 
 Branch C's dataset plugin reads the user's JSON or JSONL records through a field mapping
 (``FieldMap``: which key holds the images, the prompt, the response, the system prompt or a whole
-conversation) and lets the model's processor build every sample, in one of seven conventions
+conversation) and lets the model's processor build every sample, in one of eight conventions
 (``SampleFormat``) read off the processor at copy time:
 
 - ``chat``: the model's chat template renders the conversation; each answer's tokens (with the
@@ -37,7 +37,15 @@ conversation) and lets the model's processor build every sample, in one of seven
   model (Ovis2's ``preprocess_inputs(conversations, images, return_labels=True)``, the one its model
   card calls) returns the ids, the media and the labels; it runs on the model built without weights
   (``ModelMethod``), the record's turns given in the conversation form it reads. Its media reach
-  ``forward`` as one entry per sample (a text-only sample gets a stand-in image's, the model masks it).
+  ``forward`` as one entry per sample (a text-only sample gets a stand-in image's, the model masks it);
+- ``recipe``: no processor class and no method that writes samples, but the model card's quick-start
+  code shows the way (LLaVA's original code and the small VLMs built on it: render the chat template,
+  split at ``<image>``, tokenize around it, splice a negative sentinel id, preprocess with the image
+  processor a vision submodule builds, ``generate(inputs=..., images=...)``). The card's code block
+  runs as published (``ModelRecipe``) on the model built without weights, the record's first user
+  turn and image given in place of the card's; what reaches ``generate`` is the prompt and media.
+  The answer and its end of turn follow as the tokenizer's chat template writes them after the
+  generation prompt, and are trained; media reach ``forward`` as one entry per sample, as ``method``.
 
 This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next to it does.
 """
@@ -116,6 +124,7 @@ class SampleFormat:
     system_message: str = ""  # ``context``: the system message the model's chat() passes by default
     chat_format: str = ""  # ``context``: the chat format its generation config names (``chatml``)
     load_mode: str = ""  # ``template``: the mode its processor is loaded in for samples that end in an answer
+    recipe_block: int = -1  # ``recipe``: which of the model card's Python code blocks is its quick-start
     # (``module.Enum.member`` of its tokenizer's ``from_pretrained(mode=)``: mistral_common's ValidationMode.finetuning)
 
 
@@ -160,6 +169,198 @@ class TemplateCall:
     @property
     def tokenizer(self) -> Any:
         return self.processor.tokenizer
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    """``recipe`` convention: the model card's quick-start code (``recipe_code``), run on the model built without
+    weights (``recording_model``) with a record's user turn and image in place of the card's; what reaches its
+    ``generate`` is the record's prompt and media."""
+
+    tokenizer: Any
+    model: Any
+    code: Any  # the card's code block compiled with the user turn as a parameter (``recipe_code``), or the
+    # user's prompt builder: (model, tokenizer, text, images) -> what the model's generate takes for that prompt
+
+
+RECIPE_USER = "_msmm_user_turn"  # the name the card's user-turn text (the literal holding <image>) is replaced by
+RECIPE_PROMPT = "_msmm_prompt"  # the same, for a card that formats its prompt into an f-string around <image>
+_FENCE = re.compile(r"^```(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+class _Recorded(Exception):  # noqa: N818 - control flow: the card's generate call, stopped before generating
+    """Raised by the recording model's ``generate``: carries what the card handed it."""
+
+
+def card_blocks(card_text: str) -> list[str]:
+    """The model card's fenced Python code blocks, in order."""
+    return [m.group(1) for m in _FENCE.finditer(card_text)]
+
+
+def recipe_code(card_text: str, block: int) -> Any:
+    """The card's code block ``block`` compiled with its user turn as a parameter: the string literal that holds
+    ``<image>`` becomes the name ``RECIPE_USER`` (an f-string around ``<image>`` keeps its text, its formatted
+    values become ``RECIPE_PROMPT``). Everything else runs as the card wrote it."""
+    import ast
+
+    source = card_blocks(card_text)[block]
+    tree = ast.parse(source)
+
+    class Parameterize(ast.NodeTransformer):
+        done = False
+
+        def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:  # noqa: N802 - ast's visitor names
+            if self.done or not any(isinstance(v, ast.Constant) and IMAGE_PLACEHOLDER in str(v.value)
+                                    for v in node.values):
+                return node
+            self.done = True
+            node.values = [ast.FormattedValue(ast.Name(RECIPE_PROMPT, ast.Load()), -1, None)
+                           if isinstance(v, ast.FormattedValue) else v for v in node.values]
+            return node
+
+        def visit_Constant(self, node: ast.Constant) -> ast.AST:  # noqa: N802
+            if self.done or not isinstance(node.value, str) or IMAGE_PLACEHOLDER not in node.value:
+                return node
+            self.done = True
+            return ast.copy_location(ast.Name(RECIPE_USER, ast.Load()), node)
+
+    tree = ast.fix_missing_locations(Parameterize().visit(tree))
+    return compile(tree, f"<model card code block {block}>", "exec")
+
+
+def recording_model(model_class: Any, path: str) -> Any:
+    """``weightless`` whose ``generate`` records what it is handed (and stops), and whose ``device`` and ``dtype``
+    are the CPU and float32: the card moves its tensors there (``.to(model.device, dtype=model.dtype)``), and a
+    model on the meta device would take their values away."""
+    import torch
+
+    model = weightless(model_class, path)
+    base = type(model)
+
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        raise _Recorded(args, kwargs)
+
+    model.__class__ = type(base.__name__, (base,), {
+        "device": property(lambda self: torch.device("cpu")), "dtype": property(lambda self: torch.float32),
+        "generate": generate, "__module__": base.__module__})
+    return model
+
+
+def run_recipe(recipe: ModelRecipe, user_text: str, images: list[Any]) -> dict[str, Any]:
+    """Run the card's code with ``user_text`` as its user turn and ``images`` as the files it opens; what its
+    ``generate`` call was handed: ``input_ids`` (its ``inputs``), ``attention_mask`` and every tensor argument
+    (the media: ``images``); generation settings (``max_new_tokens``) are dropped. Loading calls return the model
+    built without weights and the folder's tokenizer; printing is silenced."""
+    import contextlib
+    import io
+
+    import PIL.Image
+    import transformers
+
+    if callable(recipe.code):  # the user's prompt builder (msmm-migrate's hooks.data.builder, contract "prompt")
+        return _recorded((), dict(recipe.code(recipe.model, recipe.tokenizer, user_text, list(images))))
+    opened = iter(images)
+    loaders = {"AutoTokenizer": lambda *a, **k: recipe.tokenizer, "Image.open": lambda *a, **k: next(opened).copy()}
+    for name in ("AutoModelForCausalLM", "AutoModel", "AutoModelForVision2Seq", "AutoModelForImageTextToText"):
+        loaders[name] = lambda *a, **k: recipe.model
+    saved = []
+    for name, loader in loaders.items():
+        owner, attr = (PIL.Image, "open") if name == "Image.open" else (getattr(transformers, name, None),
+                                                                         "from_pretrained")
+        if owner is not None:
+            saved.append((owner, attr, vars(owner).get(attr, None)))
+            setattr(owner, attr, loader)
+    prompt = user_text.replace(IMAGE_PLACEHOLDER, "", 1).lstrip("\n")
+    scope = {"__name__": "__model_card__", RECIPE_USER: user_text, RECIPE_PROMPT: prompt}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(recipe.code, scope)  # noqa: S102 - the card's code, under the consent given to the release's code
+    except _Recorded as call:
+        args, kwargs = call.args
+    else:
+        raise ValueError("the model card's code block never called generate")
+    finally:
+        for owner, attr, before in saved:
+            if before is None:
+                delattr(owner, attr)
+            else:
+                setattr(owner, attr, before)
+    return _recorded(args, kwargs)
+
+
+def _recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A generate call's arguments as a sample's prompt: ids (``inputs``, ``input_ids`` or the first positional
+    argument), the attention mask (ones when absent) and every tensor argument (the media)."""
+    import torch
+
+    ids = kwargs.pop("inputs", None)
+    ids = kwargs.pop("input_ids", None) if ids is None else ids
+    ids = args[0] if ids is None and args else ids
+    out = {"input_ids": ids.reshape(1, -1), "attention_mask": kwargs.pop("attention_mask", None)}
+    if out["attention_mask"] is None:
+        out["attention_mask"] = torch.ones_like(out["input_ids"])
+    out.update({k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)})
+    return out
+
+
+def recipe_turns(tokenizer: Any, fmt: SampleFormat, turns: list[tuple[str, str]]) -> list[tuple[str, bool]]:
+    """After the card's prompt: each answer with its end of turn (trained), each later user turn (not), as the
+    tokenizer's chat template writes them (without a template: the answer and ``fmt.end_of_turn``)."""
+    pieces, messages = [], []
+    for index, (role, text) in enumerate(turns):
+        messages.append({"role": role, "content": text})
+        if role != "assistant":
+            continue
+        if not getattr(tokenizer, "chat_template", None):
+            if index != 1:
+                raise ValueError("the model card's recipe and no chat template: one prompt and one answer per sample")
+            pieces.append((text + fmt.end_of_turn, True))
+            continue
+        asked = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+        said = tokenizer.apply_chat_template(messages, tokenize=False)
+        before = (tokenizer.apply_chat_template(messages[:-2], tokenize=False) if index > 1 else asked)
+        if not said.startswith(asked) or not asked.startswith(before):
+            raise ValueError("the chat template writes an earlier turn differently once an answer follows it")
+        if index > 1:
+            pieces.append((asked[len(before):], False))
+        pieces.append((said[len(asked):], True))
+    return pieces
+
+
+def _recipe_sample(recipe: ModelRecipe, fmt: SampleFormat, turns: list[tuple[str, str]],
+                   images: list[Any]) -> dict[str, Any]:
+    """The card's recipe on the first user turn and its image (a text-only sample: with a stand-in image whose
+    sentinel and media are then dropped), then the answers as ``recipe_turns`` writes them."""
+    import torch
+    from PIL import Image
+
+    if any(role == "system" for role, _ in turns):
+        raise ValueError("the model card's recipe writes its own system prompt: a record's system prompt has no "
+                         "place in it")
+    if len(images) > 1 or any(IMAGE_PLACEHOLDER in text for _, text in turns[1:]):
+        raise ValueError("the model card's recipe takes one image, in the first user turn")
+    if [role for role, _ in turns[:2]] != ["user", "assistant"]:
+        raise ValueError("the model card's recipe needs a user turn and its answer first")
+    user = turns[0][1]
+    if IMAGE_PLACEHOLDER not in user:  # where the card puts it; a stand-in's mark alone (its ids are dropped)
+        user = IMAGE_PLACEHOLDER + ("\n" if images else "") + user
+    stand_in = [Image.new("RGB", (64, 64), "white")]
+    out = run_recipe(recipe, user, images or stand_in)
+    ids = out.pop("input_ids")
+    if not images:  # the text around the stand-in image, tokenized as the recipe tokenizes it
+        ids = ids[ids >= 0].reshape(1, -1)
+        out = {}
+    else:
+        out.pop("attention_mask")
+    parts = [(ids, False)]
+    for text, trained in recipe_turns(recipe.tokenizer, fmt, turns):
+        parts.append((recipe.tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"], trained))
+    full = torch.cat([part for part, _ in parts], dim=1)
+    labels = torch.cat([part if trained else torch.full_like(part, IGNORE) for part, trained in parts], dim=1)
+    sample = {"input_ids": full, "attention_mask": torch.ones_like(full), "labels": labels}
+    if images:
+        sample.update(out)
+    return sample
 
 
 def audio_file(wave: Any, rate: int, folder: Path) -> str:
@@ -290,6 +491,8 @@ def build_sample(processor: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
         sample = _method_sample(processor, fmt, turns, images)
     elif fmt.kind == "context":
         sample = _context_sample(processor, fmt, turns, images)
+    elif fmt.kind == "recipe":
+        sample = _recipe_sample(processor, fmt, turns, images)
     else:
         sample = _prompt_sample(processor, fmt, turns, images)
     length = sample["input_ids"].shape[-1]
@@ -627,8 +830,9 @@ def stand_in(processor: Any, fmt: SampleFormat, medium: str = "image") -> dict[s
         return sample
     turns = [("user", IMAGE_PLACEHOLDER + " "), ("assistant", " ")]
     white = [Image.new("RGB", (64, 64), "white")]
-    if fmt.kind == "method":  # a white image's media and no tokens: the model adds its features times 0
-        white_sample = _method_sample(processor, fmt, turns, white)
+    if fmt.kind in ("method", "recipe"):  # a white image's media and no tokens: the model adds its features x 0
+        white_sample = (_method_sample(processor, fmt, turns, white) if fmt.kind == "method" else
+                        _recipe_sample(processor, fmt, [("user", IMAGE_PLACEHOLDER), ("assistant", " ")], white))
         return {key: white_sample[key] for key in fmt.per_sample}
     if fmt.kind == "code":  # tiles whose flags are 0 and no tokens: the model drops their features itself
         empty = torch.zeros(1, 0, dtype=torch.long)

@@ -109,8 +109,27 @@ def _ovis2_batch(folder: Path, model, tokenizer) -> dict:
             "pixel_values": [pixel_values.to(model.dtype)]}
 
 
+def _fastvlm_batch(folder: Path, model, tokenizer) -> dict:
+    """FastVLM's own format (its model card, LLaVA's original code): the chat template split at ``<image>``, the
+    text around it tokenized without specials and the sentinel -200 spliced between; the image preprocessed by the
+    ``CLIPImageProcessor`` its vision tower builds; ``forward(images=...)`` extends the labels itself."""
+    import torch
+    from PIL import Image
+
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "<image>\nWhat color is it?"}],
+                                             add_generation_prompt=True, tokenize=False)
+    pre, post = rendered.split("<image>", 1)
+    ids = torch.tensor([tokenizer(pre, add_special_tokens=False).input_ids + [-200]
+                        + tokenizer(post + "Red.<|im_end|>\n", add_special_tokens=False).input_ids])
+    pixels = model.get_vision_tower().image_processor(images=Image.new("RGB", (64, 64), (200, 30, 30)),
+                                                      return_tensors="pt")["pixel_values"]
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "images": pixels,
+            "labels": ids.masked_fill(ids < 0, -100)}
+
+
 BATCHES = {"qwen_vl_chat": _qwen_vl_batch, "internvl2_2b": _internvl_batch, "internvl2_1b": _internvl_batch,
-           "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch}
+           "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch, "fastvlm_0_5b": _fastvlm_batch,
+           "fastvlm_0_5b_nocard": _fastvlm_batch}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -321,6 +340,13 @@ COPIES = {
     # no processor class and no chat(): its model card's preprocess_inputs(), which writes labels itself
     "ovis2_4b": ("pass", "data parity: MATCH (the dataset plugin (the model's own preprocess_inputs(), as its model "
                          "card calls it))"),
+    # LLaVA's original code: no processor (AutoProcessor guesses LlavaProcessor from the config class's name), the
+    # image processor built inside the vision tower, the sentinel -200 spliced by the card's inline quick-start
+    "fastvlm_0_5b": ("pass", "data parity: MATCH (the dataset plugin (the model card's quick-start code, what it "
+                             "hands generate))"),
+    # the same code without its card: nothing builds a sample, so the copy names the prompt builder's skeleton
+    # command (test_a_prompt_builder_from_the_skeleton_and_the_card_trains answers it)
+    "fastvlm_0_5b_nocard": ("stop", "error: sample_builder: nothing in the release builds a training sample"),
 }
 
 
@@ -374,4 +400,44 @@ def test_a_sample_builder_supplies_what_the_release_lacks(built, mm_home: Path, 
             "chat()))") in done.stdout
     assert "smoke[framework] PASS" in done.stdout and "verified: loss equivalence" in done.stdout
     lint = ruff_check(dest / "mindspeed_mm/fsdp/data/datasets/internvl2_2b")
+    assert lint.returncode == 0, lint.stdout
+
+
+# What a user writes into the prompt builder's skeleton, read off FastVLM's model card (its quick-start's steps
+# before generate, as a function of the skeleton's parameters): nothing of msmm-migrate's is used.
+CARD_STEPS = """    messages = [{"role": "user", "content": text}]
+    rendered = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    pre, post = rendered.split("<image>", 1)
+    pre_ids = tokenizer(pre, return_tensors="pt", add_special_tokens=False).input_ids
+    post_ids = tokenizer(post, return_tensors="pt", add_special_tokens=False).input_ids
+    input_ids = torch.cat([pre_ids, torch.tensor([[-200]], dtype=pre_ids.dtype), post_ids], dim=1)
+    px = model.get_vision_tower().image_processor(images=images[0], return_tensors="pt")["pixel_values"]
+    return {"inputs": input_ids, "attention_mask": torch.ones_like(input_ids), "images": px}
+"""
+
+
+@pytest.mark.tier2
+def test_a_prompt_builder_from_the_skeleton_and_the_card_trains(built, mm_home: Path, tmp_path: Path) -> None:
+    """FastVLM's code without its card stops naming ``python -m hooks.data.builder ... --contract prompt``; the
+    skeleton that command writes, its body filled with the card's steps, trains on the first try: parity MATCH
+    against the builder's own prompt, the real trainer's smoke with loss equivalence."""
+    folder = built("fastvlm_0_5b_nocard")
+    builder = tmp_path / "my_builder.py"
+    done = subprocess.run([sys.executable, "-m", "hooks.data.builder", str(folder), "--skeleton", str(builder),
+                           "--contract", "prompt"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert f"-d sample_builder={builder}:build_prompt" in done.stdout
+    text = builder.read_text()
+    assert "IMAGE_TOKEN_INDEX = -200" in text and "model.get_vision_tower().image_processor" in text
+    builder.write_text(text.replace("    raise NotImplementedError(\"write the model card's inference recipe here\")\n",
+                                    CARD_STEPS))
+    dest = mm_checkout(mm_home, tmp_path)
+    done = copy(dest, skip_tasks=False, model_id="fastvlm_nocard", model_path=folder, trust_remote_code=True,
+                sample_builder=f"{builder}:build_prompt")
+    print(f"\n{done.stdout[-6000:]}\n{done.stderr[-3000:]}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "data parity: MATCH (the dataset plugin (your prompt builder, what it hands generate))" in done.stdout
+    assert "smoke[framework] PASS" in done.stdout and "verified: loss equivalence" in done.stdout
+    assert (dest / "mindspeed_mm/fsdp/models/fastvlm_nocard/remote_code/sample_builder.py").read_text() == \
+        builder.read_text()
+    lint = ruff_check(dest / "mindspeed_mm/fsdp/data/datasets/fastvlm_nocard")
     assert lint.returncode == 0, lint.stdout

@@ -13,8 +13,9 @@ smoke trains on.
 from collections.abc import Sequence
 from typing import Any
 
-# Sample formats made by the model's own data code (no processor class): its chat(), a sample method, make_context()
-MODEL_CODE_KINDS = ("code", "method", "context")
+# Sample formats made by the model's own data code (no processor class): its chat(), a sample method, make_context(),
+# the model card's quick-start code (``recipe``)
+MODEL_CODE_KINDS = ("code", "method", "context", "recipe")
 
 
 def first_difference(ours: Sequence[object], theirs: Sequence[object]) -> int:

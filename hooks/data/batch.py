@@ -599,6 +599,10 @@ def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spe
     samples.append(("text only", [], "Say hi.", "Hi."))
     if spec["sample_format"]["kind"] == "method":
         return check_method(batches, samples, model_dir, spec)
+    if spec["sample_format"]["kind"] == "recipe":
+        from hooks.data.model_recipe import check_recipe
+
+        return check_recipe(batches, samples, model_dir, spec)
     if spec["sample_format"]["kind"] == "context":
         return check_context(batches, samples, model_dir, spec)
     return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.get("model_id")))

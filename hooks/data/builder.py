@@ -155,15 +155,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hooks.data.builder", description=__doc__.splitlines()[0])
     parser.add_argument("model_dir", type=Path)
     parser.add_argument("--skeleton", type=Path, required=True, help="the builder file to write (not overwritten)")
-    parser.add_argument("--function", default="load_image")
+    parser.add_argument("--contract", choices=("tiles", "prompt"), default="tiles",
+                        help="tiles: an image function for chat() (default); prompt: the whole inference prompt, "
+                             "for a release where nothing builds a sample (hooks.data.prompt_builder)")
+    parser.add_argument("--function", default=None, help="load_image (tiles) or build_prompt (prompt)")
     args = parser.parse_args(argv)
+    from hooks.data import prompt_builder
+
+    args.function = args.function or (prompt_builder.FUNCTION if args.contract == "prompt" else "load_image")
     if args.skeleton.exists():
         print(f"error: {args.skeleton} exists; name a new file", file=sys.stderr)
         return 2
     if not (args.model_dir / "config.json").is_file():
         print(f"error: {args.model_dir} has no config.json", file=sys.stderr)
         return 2
-    args.skeleton.write_text(skeleton(args.model_dir, args.function), encoding="utf-8")
+    text = (prompt_builder.skeleton(args.model_dir, args.function) if args.contract == "prompt" else
+            skeleton(args.model_dir, args.function))
+    args.skeleton.write_text(text, encoding="utf-8")
     print(f"wrote {args.skeleton}: fill in {args.function}, then copy with "
           f"-d sample_builder={args.skeleton}:{args.function}")
     return 0

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hooks.data.resolution import guessed, names_processor
 from hooks.model.build import ProbeError
 from hooks.model.facts import Probed
 
@@ -40,9 +41,16 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
             else:
                 proc = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
         except Exception as err:  # noqa: BLE001 - the data path cannot start without it: the copy stops on this
+            if not custom and not names_processor(model_dir):  # a guess from a borrowed class name: no processor
+                return {"missing": True, "error": guessed(model_dir, _config_class(model_dir, trust_remote_code),
+                                                          cause_of(err))}
             facts["unloadable"] = True
             facts["error"] = cause_of(err)
             raise
+        if (not custom and type(proc).__module__.startswith("transformers.") and not names_processor(model_dir)
+                and not _is_tokenizer(proc)):  # loaded, but a built-in class the release never named
+            return {"missing": True, "error": guessed(model_dir, _config_class(model_dir, trust_remote_code),
+                                                      f"it loads {type(proc).__name__}")}
         facts.update({"class": type(proc).__name__, "image_token": getattr(proc, "image_token", None),
                       "has_chat_template": bool(getattr(proc, "chat_template", None))})
         from transformers import PreTrainedTokenizerBase
@@ -91,6 +99,33 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
     return facts
 
 
+def _prompt_builder(spec: str) -> bool:
+    """The answer names a prompt builder (``hooks.data.prompt_builder``), not an image function for chat()."""
+    from hooks.data.builder import load
+    from hooks.data.prompt_builder import is_prompt_builder
+
+    try:
+        return is_prompt_builder(load(spec))
+    except Exception:  # noqa: BLE001 - the image-function path reports the file's own error
+        return False
+
+
+def _config_class(model_dir: Path, trust_remote_code: bool) -> str:
+    """The name of the release's config class (what AutoProcessor resolves by), or "?" when it does not load."""
+    try:
+        from transformers import AutoConfig
+
+        return type(AutoConfig.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)).__name__
+    except Exception:  # noqa: BLE001 - only named in a message
+        return "?"
+
+
+def _is_tokenizer(proc: object) -> bool:
+    from transformers import PreTrainedTokenizerBase
+
+    return isinstance(proc, PreTrainedTokenizerBase)
+
+
 def cause_of(err: BaseException) -> str:
     """``Type: message`` of ``err`` and, where transformers wraps the real failure (a processor class that does not
     import: "Could not import module 'X'. Are this object's requirements defined correctly?"), of the exception
@@ -130,14 +165,23 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
         from hooks.data.model_code import code_facts
         from hooks.data.model_context import context_facts
         from hooks.data.model_method import method_facts
+        from hooks.data.model_recipe import recipe_facts
 
         cls = type(model)
+        if sample_builder and _prompt_builder(sample_builder):  # the user's whole inference prompt
+            facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code,
+                                                sample_builder))
+            return
         try:
             facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code, sample_builder))
             if facts.processor.get("problems") and not sample_builder:  # no chat(): a method writing samples?
                 facts.processor.update(method_facts(cls, model, model_dir, facts.forward_params, trust_remote_code))
             if facts.processor.get("problems") and not sample_builder:  # or image paths in make_context()?
                 facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
+            if facts.processor.get("problems") and not sample_builder:  # or the model card's quick-start?
+                facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code))
+            if facts.processor.get("problems") and not sample_builder and not facts.processor.get("needs_builder"):
+                facts.processor.update(needs_builder=True, builder_contract="prompt")  # nothing builds a sample
         except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
             facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                            f"{str(err)[:300]})"]

@@ -295,6 +295,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
                     else "the model's own data code and chat()"),
            "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",
            "context": "the model's own make_context() and chat()",
+           "recipe": ("your prompt builder, what it hands generate" if sample_format.get("builder") else
+                      "the model card's quick-start code, what it hands generate"),
            "template": "the model's processor and its own chat-template call, as its model card calls it"}.get(
         sample_kind, "the model's processor and chat template")
     result.candidate = {"a": f"in-repo template {answers.get('chat_template')!r}",

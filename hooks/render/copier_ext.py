@@ -98,7 +98,13 @@ def builder_error(sample_builder: str, model_path: str, python: str, trust_remot
     """The sample builder, checked by the probe like the model's own code: its contract on a test image, then
     ``chat()`` with its tiles; empty, the answer names how to write one."""
     if not str(sample_builder or "").strip():
-        why = "; ".join((facts_of(model_path, python, trust_remote_code).get("processor") or {}).get("problems") or [])
+        processor = facts_of(model_path, python, trust_remote_code).get("processor") or {}
+        why = "; ".join(processor.get("problems") or [])
+        if processor.get("builder_contract") == "prompt":
+            return (f"sample_builder: nothing in the release builds a training sample ({why}); write its inference "
+                    f"prompt from a skeleton (python -m hooks.data.builder {model_path} --skeleton my_builder.py "
+                    "--contract prompt, taking the recipe from the release's or its base model's model card) and "
+                    "answer my_builder.py:build_prompt")
         return (f"sample_builder: the release ships no image preprocessing for its chat() ({why}); write it from a "
                 f"skeleton (python -m hooks.data.builder {model_path} --skeleton my_builder.py, taking the code from "
                 "the release's or its base model's model card) and answer my_builder.py:load_image")

@@ -19,6 +19,7 @@ search tool's fetch writes, default ``/work/.mirror``) or one family's git direc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -347,7 +348,65 @@ OVIS2 = Release(
 )
 
 
-RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2)}
+# ---------------------------------------------------------------------------- FastVLM-0.5B (LLaVA's original code)
+
+
+def _fastvlm_sizes(cfg: dict[str, Any]) -> Notes:
+    """Qwen2 LM 2 layers / hidden 64 / 4 heads of 16 (2 KV); vocab kept (151936, tied); the tower's input kept.
+
+    ``mm_vision_tower`` ("mobileclip_l_1024") stays: the code builds the tower from that name (no hub download),
+    reads its input size after the last "_" for the model's own ``CLIPImageProcessor``, and FastViTHD's
+    squeeze-excite blocks pool a fixed 16 x 16 map (``SEBlock.forward``), which only a 1024 input gives: 256 image
+    tokens per image (patch 64). ``mm_hidden_size`` follows the tiny tower's output width (its last stage
+    128 x ``cls_ratio`` 2 = 256, set by the shims below).
+    """
+    notes: Notes = []
+    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 2), ("max_window_layers", 2),
+                       ("mm_hidden_size", 256)):
+        _set(cfg, key, value, notes)
+    return notes
+
+
+FASTVLM = Release(
+    family="fastvlm_0_5b",
+    hub_id="apple/FastVLM-0.5B",
+    mirror="tiagojr159+fast_1.5b_assistente_voz",
+    commit="6eccbd67cc033c6c849379fb49d7473d26e7031d",
+    files=("README.md", "added_tokens.json", "config.json", "generation_config.json", "llava_qwen.py", "merges.txt",
+           "special_tokens_map.json", "tokenizer_config.json", "vocab.json"),
+    sizes=_fastvlm_sizes,
+    requires=("timm",),
+    shims=(Shim("llava_qwen.py", "    layers = [2, 12, 24, 4, 2]\n    embed_dims = [96, 192, 384, 768, 1536]\n",
+                "    layers = [1, 1, 1, 1, 1]  # msmm-migrate: tiny\n"
+                "    embed_dims = [8, 16, 32, 64, 128]  # msmm-migrate: tiny\n",
+                "size, not version: FastViTHD's depth and widths are constants in fastvithd() (config.json only "
+                "names the tower), so 2/12/24/4/2 blocks -> 1 each and widths 96..1536 -> 8..128 (the attention "
+                "stages keep MHSA's 32-wide heads: 2 and 4 of them); five stages and the /64 patch stay"),
+           Shim("llava_qwen.py", '            "embed_dim": 3072,\n',
+                '            "embed_dim": 256,  # msmm-migrate: tiny\n',
+                "size, not version: load_model_config() states the tower's output width (its hidden_size, which the "
+                "projector's input must equal) as a constant: 3072 -> 256, the tiny tower's conv_exp output"),),
+    dropped={"acc_vs_latency_qwen-2.png": "the card's figure (a Git LFS pointer in the mirror)",
+             "LICENSE": "the license text (apple-amlr)", ".gitattributes": "Git LFS attributes of the hub repository",
+             "server.py": "the mirror owner's web chat app (not a hub file); the card keeps the owner's two "
+                          "sections about it (text and shell blocks, no Python)",
+             "trainer_state.json": "not in the hub folder's published snapshot in this mirror (a broken blob)",
+             "model.safetensors": "the published weights (Git LFS)"},
+)
+
+
+# The same code without its model card, as a user who copied only the code files has it: nothing in the folder
+# builds a sample, so a copy asks for a prompt builder (hooks.data.prompt_builder), written from the skeleton and
+# the card (tests/test_published_remote.py)
+FASTVLM_NOCARD = dataclasses.replace(
+    FASTVLM, family="fastvlm_0_5b_nocard", files=tuple(f for f in FASTVLM.files if f != "README.md"),
+    dropped={**FASTVLM.dropped, "README.md": "left out: the code without its card (the quick-start is the only "
+                                             "place the release writes its inference prompt)"})
+
+
+RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2, FASTVLM,
+                                                      FASTVLM_NOCARD)}
 
 
 # ---------------------------------------------------------------------------- mirror access

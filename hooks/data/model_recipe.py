@@ -1,0 +1,186 @@
+"""Branch c for a release whose model card shows the way: the card's quick-start code, executed, is the recipe.
+
+LLaVA's original code, and the many small VLMs built on it (FastVLM, Bunny, nanoLLaVA, MobileVLM, ...),
+ship no processor class, no ``chat()`` and no method that writes samples. Their model card's quick-start
+renders the chat template, splits it at a literal ``<image>``, tokenizes the text around it, splices a
+negative sentinel id (-200) where the image goes, preprocesses the image with the image processor a
+vision submodule builds (``model.get_vision_tower().image_processor``) and calls
+``generate(inputs=..., images=...)``. Rather than re-deriving that per family, this module runs the card's
+own code block (the same consent as the release's code) on the model built without weights, with the
+image and the user turn as parameters, and records what reaches ``generate``
+(``partials/processor_dataset.py``: ``recipe_code``, ``recording_model``, ``run_recipe``):
+
+- ``recipe_facts``: the first card code block that calls ``generate`` and holds ``<image>``, run on one image
+  and a question: taken when what reaches ``generate`` carries media that ``forward`` takes and a placeholder
+  the vocabulary does not hold (a negative or out-of-vocabulary id: ``sentinels``); the answer's end of turn is
+  what the tokenizer's chat template writes after an answer;
+- ``check_recipe``: data parity: the dataset plugin's ids up to the answer must be what the card hands
+  ``generate``, token for token, its media the card's, its trained tokens the answer and the end of turn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hooks.data import first_difference, value_difference
+
+IGNORE = -100
+CARD = "README.md"
+PROBE_TURN, PROBE_ANSWER = "<image>\nDescribe it.", "Yes."
+
+
+def recipe_blocks(card_text: str) -> list[int]:
+    """Indexes of the card's Python blocks that could be its quick-start: they call ``generate`` and hold
+    ``<image>`` (the user turn they ask about an image)."""
+    from hooks.data.records import runtime
+
+    return [i for i, block in enumerate(runtime().card_blocks(card_text))
+            if ".generate(" in block and "<image>" in block]
+
+
+def sentinels(ids: list[int], vocab_size: int) -> list[int]:
+    """The placeholder ids no embedding row holds: negative (LLaVA's -200) or past the vocabulary."""
+    return sorted({t for t in ids if t < 0 or t >= vocab_size})
+
+
+def inside_model(model: Any) -> str:
+    """Where the model builds its own image preprocessing: the first submodule with an ``image_processor``
+    attribute that is an image processor (``vision_tower.image_processor``), "" when none does."""
+    from transformers.image_processing_utils import BaseImageProcessor
+
+    for name, module in model.named_modules():
+        found = getattr(module, "image_processor", None)
+        if isinstance(found, BaseImageProcessor):
+            return f"{name + '.' if name else ''}image_processor ({type(found).__name__})"
+    return ""
+
+
+def end_of_turn(tokenizer: Any) -> str:
+    """What the chat template writes after an answer (``<|im_end|>`` and a newline), the EOS token without one."""
+    if not getattr(tokenizer, "chat_template", None):
+        return tokenizer.eos_token or ""
+    user = [{"role": "user", "content": "Hi."}]
+    asked = tokenizer.apply_chat_template(user, tokenize=False, add_generation_prompt=True)
+    said = tokenizer.apply_chat_template([*user, {"role": "assistant", "content": PROBE_ANSWER}], tokenize=False)
+    return said[len(asked) + len(PROBE_ANSWER):] if said.startswith(asked + PROBE_ANSWER) else ""
+
+
+def recipe_facts(cls: type, model_dir: Path, forward_params: list[str], trust_remote_code: bool,
+                 builder: str = "") -> dict[str, Any]:
+    """The ``recipe`` sample format for the probe's facts; {} when the card has no quick-start that asks about an
+    image, ``problems`` when none of its blocks hands ``generate`` a sample this convention can train on.
+
+    ``builder``: the user's prompt builder (``hooks.data.prompt_builder``, ``path.py:function``) in place of the
+    card's code blocks; its verdict stands alone."""
+    from PIL import Image
+    from transformers import AutoTokenizer
+
+    from hooks.data.records import runtime
+
+    data = runtime()
+    card = Path(model_dir) / CARD
+    if builder:
+        from hooks.data.builder import load
+
+        try:
+            candidates: list[tuple[int, str, Any]] = [(-1, f"the sample builder {builder}", load(builder))]
+        except Exception as err:  # noqa: BLE001 - the user's file: never evidence, the cause is the answer
+            return {"problems": [f"could not evaluate the sample builder {builder} ({type(err).__name__}: "
+                                 f"{str(err)[:300]})"], "builder": builder}
+    else:
+        text = card.read_text(encoding="utf-8", errors="replace") if card.is_file() else ""
+        candidates = [(block, f"code block {block}", None) for block in recipe_blocks(text)]
+        if not candidates:
+            return {}
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+    causes = []
+    for block, label, function in candidates:
+        try:
+            model = data.recording_model(cls, str(model_dir))
+            recipe = data.ModelRecipe(tokenizer, model, function or data.recipe_code(text, block))
+            out = data.run_recipe(recipe, PROBE_TURN, [Image.new("RGB", (128, 64), "red")])
+        except Exception as err:  # noqa: BLE001 - could not evaluate this block: another may be the quick-start
+            causes.append(f"{label}: {type(err).__name__}: {str(err)[:160]}")
+            continue
+        media = [key for key in out if key not in ("input_ids", "attention_mask")]
+        marks = sentinels(out["input_ids"][0].tolist(), len(tokenizer))
+        if not media or any(key not in forward_params for key in media) or not marks:
+            causes.append(f"{label}: hands generate {sorted(out)} ({', '.join(map(str, marks)) or 'no'} "
+                          f"placeholder id outside the vocabulary; forward takes {', '.join(forward_params)})")
+            continue
+        return {"sample_format": {"kind": "recipe", "recipe_block": block, "end_of_turn": end_of_turn(tokenizer),
+                                  "per_sample": media, "sentinels": marks, **({"builder": builder} if builder else {})},
+                "inside_model": inside_model(model), "problems": []}
+    what = f"the sample builder {builder}" if builder else "the model card's quick-start"
+    return {"problems": [f"could not evaluate {what} on one image and a question ({'; '.join(causes)[:400]})"],
+            **({"builder": builder} if builder else {})}
+
+
+# --- data parity (run by hooks.data.batch inside the framework's environment) ----------------------
+
+
+def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str | None]],
+                 model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Compare the dataset plugin's batches with the model card's recipe run on each one-image sample.
+
+    ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch. A
+    one-image, one-answer sample is compared token for token up to the answer, media for media; a sample the
+    recipe cannot take (two images, a system prompt) must be refused by the plugin, naming the recipe; the
+    text-only batch must carry the stand-in media.
+    """
+    import transformers
+    from PIL import Image
+
+    from hooks.data.records import runtime
+    from hooks.model.loading import load_config_and_class
+
+    fmt = spec["sample_format"]
+    trust = bool(spec.get("trust_remote_code"))
+    _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
+    data = runtime()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
+    if fmt.get("builder"):
+        from hooks.data.builder import load
+
+        code = load(fmt["builder"])
+    else:
+        code = data.recipe_code((Path(model_dir) / CARD).read_text(encoding="utf-8"), fmt["recipe_block"])
+    recipe = data.ModelRecipe(tokenizer, data.recording_model(cls, str(model_dir)), code)
+    key = fmt["per_sample"][0]
+    details, names = [], []
+    for (name, images, question, answer), (_, ours) in zip(samples, batches, strict=True):
+        if isinstance(ours, Exception) and "the model card's recipe" in str(ours):
+            details.append(f"{name}: not compared: refused by the plugin, naming why ({ours})")
+            continue  # not in ``samples``: a match does not cover it
+        names.append(name)
+        if isinstance(ours, Exception):
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: the dataset plugin fails on it ({type(ours).__name__}: {ours})"]}
+        media = ours.get(key)
+        if not isinstance(media, list) or len(media) != ours["input_ids"].shape[0]:
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: {key!r} is not a list with one entry per sample, as forward takes it"]}
+        if not images:
+            details.append(f"{name}: a stand-in image's {key} added, no placeholder (the model adds its features x 0)")
+            continue
+        own = data.run_recipe(recipe, question, [Image.open(images[0]).convert("RGB")])
+        prompt = own["input_ids"][0].tolist()
+        ids, labels = ours["input_ids"][0].tolist(), ours["labels"][0].tolist()
+        if ids[:len(prompt)] != prompt:
+            at = first_difference(ids, prompt)
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: input_ids differ from what the model card hands generate at token {at}: the "
+                          f"plugin writes {ids[max(at - 3, 0):at + 4]}, the card {prompt[max(at - 3, 0):at + 4]}"]}
+        trained = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE])
+        if any(lab != IGNORE for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
+            return {"verdict": "mismatch", "samples": names, "details": [
+                *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
+                          f"{answer + fmt['end_of_turn']!r}"]}
+        difference = value_difference(media[0], own[key])
+        if difference:
+            return {"verdict": "mismatch", "samples": names,
+                    "details": [*details, f"{name}: {key!r} differs from the model card's ({difference})"]}
+        details.append(f"{name}: ids up to the answer (sentinel {fmt['sentinels']} included), {key} and the trained "
+                       "answer + end of turn equal what the model card's quick-start hands generate")
+    return {"verdict": "match", "samples": names, "details": details}
