@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hooks.data.batch import accepted_torch, environment_cause
 from hooks.data.candidates import Candidate, recommend
+from hooks.data.framework_batches import accepted_torch, environment_cause
 from tests.copier_run import commit_all, copy, mm_checkout
 
 FACTS = {"model_type": "qwen2_5_vl", "processor": {}}

@@ -1,10 +1,9 @@
 """Whole-batch data parity, run inside the framework's environment (it imports ``mindspeed_mm``).
 
-For a few sample conversations (one image; two images of different sizes; system prompt and two
-turns; a text-only sample) it builds the batch MindSpeed-MM's trainer would build, with the real
-``huggingface`` dataset builder and the registered collator configured by a YAML ``data`` section
-and the YAML's plugins imported as the trainer imports them, and the batch the model's own chat
-template and processor build for the same conversations. Then it compares what reaches ``forward``:
+For the sample conversations of ``hooks.data.parity_samples`` it builds the batch MindSpeed-MM's trainer would
+build (``hooks.data.framework_batches``: the real ``huggingface`` dataset builder and the registered collator
+configured by a YAML ``data`` section, the YAML's plugins imported as the trainer imports them) and the batch the
+model's own chat template and processor build for the same conversations. Then it compares what reaches ``forward``:
 
 - ``input_ids`` and ``attention_mask``, token by token (the collator's padding aside);
 - the label mask: the answer and its end-of-turn token trained, nothing of the prompt, system,
@@ -31,266 +30,25 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import MODEL_CODE_KINDS, first_difference, value_difference
+from hooks.data.framework_batches import (
+    environment_cause,
+    framework_import_error,
+    meta_model,
+    mindspeed_batches,
+    plugin_batches,
+)
+from hooks.data.parity_samples import (
+    AUDIO_SAMPLES,
+    OMNI_SAMPLE,
+    SAMPLES,
+    VIDEO,
+    cases,
+    own_conversation,
+    video_clip,
+    write_samples,
+)
 
 IGNORE = -100
-
-# (name, system, turns); a turn's images are (width, height, rgb).
-SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]]]]]] = [
-    ("one image", "", [("user", "What color is this?", [(64, 64, (200, 30, 30))]),
-                       ("assistant", "The image is red.", [])]),
-    ("two images", "", [("user", "Compare the two pictures.", [(64, 64, (200, 30, 30)), (96, 48, (30, 160, 40))]),
-                        ("assistant", "The first is red, the second is green.", [])]),
-    ("system and two turns", "Answer briefly.", [("user", "What color is the square?", [(64, 64, (30, 30, 200))]),
-                                                 ("assistant", "Blue.", []),
-                                                 ("user", "And the background?", []),
-                                                 ("assistant", "Red.", [])]),
-]
-
-
-# For a model that takes audio: (name, system, turns), a turn's clips given as demo tones (hooks.data.sample.demo_audio
-# index, seconds), its images as above. One clip, two clips of different pitch and length in one turn (the processor
-# pads them to the longer), a clip with an image (omni).
-AUDIO_SAMPLES: list[tuple[str, str, list[tuple[str, str, list[tuple[int, int, tuple[int, int, int]]],
-                                               list[tuple[int, float]]]]]] = [
-    ("one audio", "", [("user", "What do you hear?", [], [(0, 1.5)]), ("assistant", "A low tone.", [], [])]),
-    ("two audios", "", [("user", "Compare the two sounds.", [], [(1, 1.5), (2, 2.5)]),
-                        ("assistant", "The second is higher.", [], [])]),
-]
-OMNI_SAMPLE = ("audio and image", "", [("user", "Does the sound match the picture?", [(64, 64, (200, 30, 30))],
-                                        [(3, 1.5)]), ("assistant", "A red picture and a very high tone.", [], [])])
-
-VIDEO = ("video", "", [("user", "Describe the clip.", []), ("assistant", "A red square fades.", [])])
-VIDEO_FRAMES, VIDEO_FPS = 8, 4
-
-
-def write_video(path: Path) -> Path:
-    """A two-second clip (8 frames of 64x64, fading from red) that MindSpeed-MM's data path reads with ``av``."""
-    import av
-    import numpy as np
-
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream("mpeg4", rate=VIDEO_FPS)
-        stream.width, stream.height, stream.pix_fmt = 64, 64, "yuv420p"
-        for i in range(VIDEO_FRAMES):
-            pixels = np.full((64, 64, 3), (220 - 20 * i, 30, 30), np.uint8)
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(pixels, format="rgb24")))
-        container.mux(stream.encode())
-    return path
-
-
-def cases(media: list[str] | tuple[str, ...] = ("image",)) -> list[tuple[str, str, list[tuple[str, str, list[Any],
-                                                                                                 list[int]]]]]:
-    """The samples compared for a model that takes ``media``: the image samples (first, in their order), the audio
-    samples, and one with both for a model that takes both; each turn (role, text, images, clips)."""
-    found = [(name, system, [(role, text, pictures, []) for role, text, pictures in turns])
-             for name, system, turns in SAMPLES] if "image" in media else []
-    found += AUDIO_SAMPLES if "audio" in media else []
-    return found + ([OMNI_SAMPLE] if {"image", "audio"} <= set(media) else [])
-
-
-def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str, ...] = ("image",)) -> list[Path]:
-    """One JSON file per sample in MindSpeed-MM's huggingface format (``<audio>`` then ``<image>`` first in a turn),
-    images as PNG, clips as 16-bit WAV (``cases(media)``).
-
-    One file each, so that a sample the model's processor cannot take (two differently sized images
-    on Perception-LM) fails alone rather than the whole dataset build. With ``video``, a clip sample
-    comes before the text-only one (last).
-    """
-    from PIL import Image
-
-    from hooks.data.sample import demo_audio, write_wav
-
-    records = []
-    for index, (name, system, turns) in enumerate(cases(media)):
-        messages, images, audios = ([{"role": "system", "content": system}] if system else []), [], []
-        for role, text, pictures, clips in turns:
-            for width, height, rgb in pictures:
-                path = dest / f"s{index}_{len(images)}.png"
-                Image.new("RGB", (width, height), rgb).save(path)
-                images.append(path.name)
-            for tone, seconds in clips:
-                path = dest / f"a{index}_{len(audios)}.wav"
-                write_wav(path, demo_audio(tone, seconds)[0])
-                audios.append(path.name)
-            messages.append({"role": role, "content": "<audio>" * len(clips) + "<image>" * len(pictures) + text})
-        records.append({"messages": messages, "images": images, "name": name,
-                        **({"audios": audios} if "audio" in media else {})})  # the YAML maps the column
-    if video:
-        write_video(dest / "clip.mp4")
-        records.append({"messages": [{"role": "user", "content": "<video>" + VIDEO[2][0][1]},
-                                     {"role": "assistant", "content": VIDEO[2][1][1]}],
-                        "images": [], "videos": ["clip.mp4"], "name": "video", **({"audios": []} if "audio" in media
-                                                                                     else {})})
-    records.append({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi."}],
-                    "images": [], "name": "text only", **({"audios": []} if "audio" in media else {})})
-    paths = []
-    for index, record in enumerate(records):
-        paths.append(dest / f"sample{index}.json")
-        paths[-1].write_text(json.dumps([record], indent=1), encoding="utf-8")
-    return paths
-
-
-def video_clip(config: dict[str, Any], clip: Path) -> Any:
-    """The clip as the data path's own mm_plugin decodes and samples it (fps, length, size), with the
-    rate of the sampled frames over the clip's two seconds.
-
-    Frame sampling is the YAML's data-loading policy, not the model's format: both sides get these
-    frames, and the comparison is about what the processor and template make of them (timestamps
-    included: Qwen3-VL writes each frame's time).
-    """
-    from hooks.data.media import runtime
-    from mindspeed_mm.fsdp.data.data_utils.func_utils.template import TEMPLATES
-
-    pre = config["data"]["dataset_param"].get("preprocess_parameters") or {}
-    plugin = TEMPLATES[config["data"]["dataset_param"]["basic_parameters"]["template"]].mm_plugin
-    frames = plugin._regularize_videos([str(clip)], image_max_pixels=pre.get("video_max_pixels", 256 * 256),
-                                       image_min_pixels=pre.get("video_min_pixels", 16 * 16),
-                                       video_fps=pre.get("video_fps", 2.0), video_maxlen=pre.get("video_maxlen", 128),
-                                       )["videos"][0]
-    return runtime().Clip(frames, len(frames) / (VIDEO_FRAMES / VIDEO_FPS))
-
-
-def own_conversation(index: int, media_root: Path, media: list[str] | tuple[str, ...] = ("image",),
-                     rate: int = 16000) -> list[dict[str, Any]]:
-    """Sample ``index`` of ``cases(media)`` as the model's own chat template takes it: media items inline (clips
-    read with librosa at the extractor's ``rate``, as every loader of the framework and transformers does), then
-    the text."""
-    from PIL import Image
-
-    name, system, turns = cases(media)[index]
-    conversation = [{"role": "system", "content": [{"type": "text", "text": system}]}] if system else []
-    count, heard = 0, 0
-    for role, text, pictures, clips in turns:
-        items = []
-        for _ in clips:
-            import librosa
-
-            path = media_root / f"a{index}_{heard}.wav"
-            items.append({"type": "audio", "audio": librosa.load(str(path), sr=rate)[0], "path": path})
-            heard += 1
-        for _ in pictures:
-            items.append({"type": "image", "image": Image.open(media_root / f"s{index}_{count}.png").convert("RGB")})
-            count += 1
-        conversation.append({"role": role, "content": [*items, {"type": "text", "text": text}]})
-    return conversation
-
-
-# --- MindSpeed-MM's side ------------------------------------------------------------------------
-
-
-def _dataset_args(cls: type, dataset_param: dict[str, Any]) -> Any:
-    """``dataset_param`` as the trainer's settings hold it: a pydantic model validates nested dicts itself;
-    the plain dataclasses before 2026-04-27 are built by the framework's ``instantiate_dataclass``."""
-    import dataclasses
-
-    if dataclasses.is_dataclass(cls):
-        from mindspeed_mm.fsdp.params.utils import instantiate_dataclass
-
-        return instantiate_dataclass(cls, dataset_param)
-    return cls(**dataset_param)
-
-
-def _collator_class(collate_param: dict[str, Any], dataset_args: Any) -> tuple[Any, dict[str, Any]]:
-    """The collator class and its arguments as this checkout's dataloader resolves them: the registry's
-    ``resolve_data_collator`` (2026-06-09 on), else its ``DATA_COLLATOR`` dict keyed by ``model_name``."""
-    from mindspeed_mm.fsdp.data.dataloader import data_collator
-
-    if hasattr(data_collator, "resolve_data_collator"):
-        return data_collator.resolve_data_collator(collate_param, dataset_args)
-    kwargs = dict(collate_param)
-    return data_collator.DATA_COLLATOR[kwargs.pop("model_name")], kwargs
-
-
-def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Path,
-                      model: Any) -> list[tuple[int, Any]]:
-    """(the sample's own length, its collated batch or the error it met) per sample, built as the trainer
-    builds them from ``config``."""
-    from mindspeed_mm.fsdp.data import build_mm_dataset
-    from mindspeed_mm.fsdp.params.data_args import DataSetArguments
-    from mindspeed_mm.fsdp.utils.register import import_plugin
-
-    import_plugin(config.get("training", {}).get("plugin", []))
-    data = config["data"]
-    dataset_param = json.loads(json.dumps(data["dataset_param"]))
-    basic = dataset_param.setdefault("basic_parameters", {})
-    basic.update(dataset_dir=str(work), cache_dir=str(work / "cache"), preprocessing_num_workers=None,
-                 max_samples=None, streaming=False, overwrite_cache=True)
-    for key in ("val_dataset", "val_max_samples", "val_rate"):
-        basic.pop(key, None)
-    rows: list[Any] = []
-    for path in sample_files:
-        try:
-            one = {**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}}
-            record = json.loads(path.read_text())[0]
-            for column in ("videos", "audios"):  # a YAML maps these columns only for such data
-                if column in record:
-                    one["attr"] = {**one.get("attr", {}), column: column}
-            rows.append(dict(build_mm_dataset(one)[0]))
-        except Exception as err:  # noqa: BLE001 - judged per sample, beside what the model's processor makes of it
-            rows.append(err)
-    _single_process_group(work)  # the collator reads the parallel state, which needs a process group
-    collate_param = dict(data["dataloader_param"].get("collate_param") or {})
-    try:
-        dataset_args = _dataset_args(DataSetArguments, dataset_param)
-        collator_cls, kwargs = _collator_class(collate_param, dataset_args)
-        collator = collator_cls(**kwargs, dataset_param=dataset_args, model=model)
-    except Exception as err:  # noqa: BLE001 - the data path cannot collate for this model at all
-        return [(0, row if isinstance(row, Exception) else err) for row in rows]
-    batches: list[tuple[int, Any]] = []
-    for row in rows:
-        if isinstance(row, Exception):
-            batches.append((0, row))
-            continue
-        try:
-            batches.append((len(row["input_ids"]), collator([row])))
-        except Exception as err:  # noqa: BLE001 - as above
-            batches.append((len(row["input_ids"]), err))
-    return batches
-
-
-def plugin_batches(config: dict[str, Any], sample_files: list[Path], work: Path) -> list[tuple[int, Any]]:
-    """Branch c: (sample length, batch or error) per sample from the generated dataset plugin, built as the
-    trainer builds it (``data_register`` through ``build_mm_dataset``, then the dataset's own ``collate_fn``).
-
-    The samples are in the huggingface shape, so the plugin reads them with the default field mapping
-    (the user's mapping is checked against their first record when it is given).
-    """
-    from mindspeed_mm.fsdp.data import build_mm_dataset
-    from mindspeed_mm.fsdp.utils.register import import_plugin
-
-    import_plugin(config.get("training", {}).get("plugin", []))
-    dataset_param = {**json.loads(json.dumps(config["data"]["dataset_param"])), "data_fields": {}}
-    basic = {**dataset_param.get("basic_parameters", {}), "dataset_dir": str(work), "max_samples": None}
-    batches: list[tuple[int, Any]] = []
-    for path in sample_files:
-        try:
-            dataset = build_mm_dataset({**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}})
-            sample = dataset[0]
-            batches.append((sample["input_ids"].shape[-1], dataset.collate_fn([sample])))
-        except Exception as err:  # noqa: BLE001 - judged per sample, beside what the model's processor makes of it
-            batches.append((0, err))
-    return batches
-
-
-def _single_process_group(work: Path) -> None:
-    """A world of one (gloo), as a one-device trainer has; after the dataset, whose builder would join it."""
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", init_method=f"file://{work / 'store'}", rank=0, world_size=1)
-
-
-def meta_model(model_dir: Path, trust_remote_code: bool) -> Any:
-    """The model on the meta device when its collator-side hook (``get_rope_index``) needs it, else None."""
-
-    from hooks.model.build import build_meta_model
-    from hooks.model.loading import load_config_and_class
-
-    config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
-    model = build_meta_model(cls, config)
-    has_rope = hasattr(model, "get_rope_index") or hasattr(getattr(model, "model", None), "get_rope_index")
-    return model if has_rope else None
-
 
 # --- comparison ---------------------------------------------------------------------------------
 
@@ -405,56 +163,6 @@ def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: boo
         return "mismatch", [f"text only: the stand-in {names}'s tokens are attended to or trained"]
     return "match", [f"text only: a stand-in {names} {'is' if len(stand_ins) == 1 else 'are'} added, not attended "
                      "to and not trained"]
-
-
-def environment_cause(err: BaseException, dest: Path | None = None) -> str:
-    """One line naming ``python`` (or the missing package) when ``err`` is the interpreter's fault, else "".
-
-    An exception is never evidence about a data path: a package that does not import, or a framework that
-    refuses this torch, says nothing of the model's format. Such causes stop the copy before rendering.
-    """
-    exe = sys.executable
-    if isinstance(err, ModuleNotFoundError) and err.name:
-        return (f"python: {exe} has no package {err.name.split('.')[0]!r} ({err}), which the framework's data path "
-                "imports; install it in the training environment or answer another interpreter")
-    if isinstance(err, ImportError):
-        return (f"python: {exe} cannot import what the framework needs ({type(err).__name__}: {err}); use the "
-                "transformers/torch versions the checkout supports in the training environment")
-    if "is not supported now" in str(err) and "torch" in str(err):
-        import torch
-
-        accepted = ", ".join(accepted_torch(dest or Path.cwd())) or "the versions its fully_shard patch names"
-        return (f"python: MindSpeed-MM refuses torch {torch.__version__} at import ({err}); its fully_shard patch "
-                f"accepts torch {accepted} (mindspeed_mm/fsdp/ops/fully_shard/fully_shard.py): answer an "
-                "interpreter with one of them")
-    return ""
-
-
-FULLY_SHARD_FILE = "mindspeed_mm/fsdp/ops/fully_shard/fully_shard.py"
-
-
-def accepted_torch(dest: Path) -> list[str]:
-    """The torch versions the checkout's ``fully_shard`` patch accepts (``"2.7.1" in torch.__version__``)."""
-    import re
-
-    try:
-        text = (dest / FULLY_SHARD_FILE).read_text(encoding="utf-8")
-    except OSError:
-        return []
-    return list(dict.fromkeys(re.findall(r"""["'](\d+\.\d+\.\d+)["']\s+in\s+torch\.__version__""", text)))
-
-
-def framework_import_error() -> str:
-    """The framework's ops package, imported as the trainer imports it (its torch gate runs at import)."""
-    import importlib
-
-    try:
-        importlib.import_module("mindspeed_mm.fsdp.ops")
-    except Exception as err:  # noqa: BLE001 - classified below; anything else is the framework's own failure
-        return environment_cause(err) or (f"python: MindSpeed-MM's mindspeed_mm.fsdp.ops does not import in "
-                                          f"{sys.executable} ({type(err).__name__}: {err}); fix the training "
-                                          "environment")
-    return ""
 
 
 def _could_not(name: str, err: Exception) -> dict[str, Any]:

@@ -42,7 +42,8 @@ from hooks.data import MODEL_CODE_KINDS
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
 CHECK_CODE = tuple(TEMPLATE_ROOT / p for p in (  # the check's own code: a verdict is cached on it too
-    "hooks/data/batch.py", "hooks/data/media.py", "partials/processor_media.py"))
+    "hooks/data/batch.py", "hooks/data/parity_samples.py", "hooks/data/framework_batches.py", "hooks/data/media.py",
+    "partials/processor_media.py"))
 DATA_PLUGIN_FILES = ("data_plugin_*.py", "processor_media.py", "dataset_*.py", "processor_dataset.py")
 MODEL_CODE_FILES = ("modeling_*.py", "remote_code/*.py")  # the model plugin: data code in the code conventions
 
@@ -176,7 +177,7 @@ def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], s
 
         return result_from_payload(check(config, model_dir, spec))
     except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
-        from hooks.data.batch import environment_cause
+        from hooks.data.framework_batches import environment_cause
 
         return ParityResult("error", [f"could not evaluate: the parity check failed in the probe's process: "
                                       f"{type(err).__name__}: {err}"], environment=environment_cause(err, dest))

@@ -89,7 +89,7 @@ def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -
 
         return check(config, model_dir, spec)
     except Exception as err:  # noqa: BLE001 - an error verdict with its cause (not cached)
-        from hooks.data.batch import environment_cause
+        from hooks.data.framework_batches import environment_cause
 
         return {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
                 "environment": environment_cause(err)}
