@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks
+from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks, scaffold
 from hooks.data import MODEL_CODE_KINDS
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
@@ -277,9 +277,9 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
                       "the prompt and labels, so there is no second format to compare with")
     model_id = answers["model_id"]
-    config = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
+    config = yaml.safe_load((dest / scaffold.config_yaml(model_id)).read_text())
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
-                                    if not p.rstrip("/").endswith(f"fsdp/models/{model_id}") or
+                                    if not p.rstrip("/").endswith(str(scaffold.model_plugin_dir(model_id))) or
                                     branch == "b" or model_code]
     spec = spec_for(answers["model_facts"], bool(answers.get("trust_remote_code")))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
