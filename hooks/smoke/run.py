@@ -117,6 +117,7 @@ def run_smoke(
             attributes=(facts.get("processor") or {}).get("model_attributes") or {},
             stage=facts.get("trained_submodule") or {},
         )
+        result.device, result.ranks = device, nproc
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke
 
@@ -133,6 +134,7 @@ def run_smoke(
         log_path=inputs.work_dir / "contract_smoke.log", stage=facts.get("trained_submodule") or {},
         experts=plans["experts"],
     )
+    result.device, result.ranks = "cpu", nproc
     return result, inputs, note
 
 
