@@ -33,7 +33,7 @@ def smoke_and_report(
 
     result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
     outcome = after_smoke(dest, answers, result, inputs.work_dir / "smoke_config.yaml",
-                          record_baseline=record_baseline)
+                          record_baseline=record_baseline, first_record=report)
     print(outcome.note)
     if outcome.regressed:
         result.passed = False
@@ -47,7 +47,7 @@ def smoke_and_report(
     record = {"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb,
               "summary": result.summary(), "log": result.log_path, "notes": result.notes, "losses": result.losses,
               "device": result.device, "baseline": outcome.comparison.to_dict() if outcome.comparison else None,
-              "st": outcome.note}
+              "st": outcome.note, "recorded": outcome.recorded}
     result_file(inputs.work_dir).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return result
 

@@ -101,8 +101,9 @@ def record(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_confi
 
 
 def after_smoke(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_config: Path, *,
-                record_baseline: bool = False) -> StOutcome:
-    """Record the system test from this smoke (first smoke of a copy, or asked to), else compare with it."""
+                record_baseline: bool = False, first_record: bool = True) -> StOutcome:
+    """Record the system test from this smoke (asked to, or the first smoke of a copy where ``first_record``), else
+    compare with it. ``first_record`` False (``--no-report``: ``hooks.check --smoke``, a review) writes nothing."""
     paths = StPaths(answers["model_id"])
     if result.mode != "framework":
         return StOutcome(note="system test: no baseline (the contract smoke does not run MindSpeed-MM's trainer; "
@@ -112,6 +113,8 @@ def after_smoke(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_
         measured = parse_log(Path(result.log_path).read_text(encoding="utf-8", errors="replace"))
         comparison = compare([float(x) for x in recorded.get("loss") or []], measured.loss)
         return StOutcome(comparison=comparison, note=f"system test: losses vs {paths.baseline}: {comparison.line()}")
+    if recorded is None and not record_baseline and not first_record:
+        return StOutcome(note=f"system test: no baseline ({paths.baseline} missing); not recorded by this run")
     if not result.passed:
         return StOutcome(note="system test: baseline not recorded (the smoke failed)")
     if len(result.losses) != ST_ITERS or not smoke_config.is_file():

@@ -214,10 +214,11 @@ class BaselineFinding:
     fix: str
 
 
-def baseline_findings(dest: Path, model_id: str, revision: str) -> list[BaselineFinding]:
+def baseline_findings(dest: Path, model_id: str, revision: Any) -> list[BaselineFinding]:
     """A missing or stale baseline (recorded on another framework revision, or for another run config), and
     which device each baseline came from. Warnings, never errors: the model is sound without one."""
     paths = StPaths(model_id)
+    revision = str(revision or "")
     record = f"python -m hooks.smoke .copier-answers/{model_id}.yml --record-baseline"
     missing = [str(p) for p in paths.triple() if not (dest / p).is_file()]
     if missing:
@@ -229,7 +230,7 @@ def baseline_findings(dest: Path, model_id: str, revision: str) -> list[Baseline
                                 "framework it came from is unknown", f"re-record it: {record}")]
     prov = Provenance.from_dict(data)
     found = [BaselineFinding("info", f"{paths.baseline} recorded on {prov.device} ({prov.device_name}, "
-                             f"{prov.ranks} ranks, {prov.param_dtype}, torch {prov.torch}, transformers "
+                             f"{prov.param_dtype}, torch {prov.torch}, transformers "
                              f"{prov.transformers}, framework {prov.framework_revision[:12]})",
                              "nothing to do" if prov.device == "npu" else
                              f"an NPU baseline for MindSpeed-MM's CI: {record} on the NPU host")]
