@@ -209,7 +209,8 @@ def _smoke(dest: Path, row: Row, *, report: bool = True) -> None:
         row.losses = ("none before: recorded by this smoke" if result.get("recorded") else "no baseline") if result \
             else "not compared"
     ran = " PASS: " in verdict if verdict else done.returncode == 0
-    row.smoke = "PASS" if ran else f"FAIL ({verdict or done.stderr.strip()[-300:]})"
+    row.smoke = ("PASS" if ran else "FAIL (loss regression)" if row.regressed
+                 else f"FAIL ({verdict or done.stderr.strip()[-300:]})")
 
 
 def table(rows: list[Row]) -> str:

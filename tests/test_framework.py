@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hooks.smoke.baseline import StPaths
 from tests.copier_run import changed_paths as _changed
 from tests.copier_run import copy, mm_checkout
+from tests.st_tools import comparator, injected, run_script, st_tools
 
 pytestmark = pytest.mark.tier2
 
@@ -59,12 +61,39 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     assert "verified: loss equivalence: step-1 loss" in done.stdout, done.stdout[-3000:]  # the model's own objective
     assert "verified: image reached forward (" in done.stdout, done.stdout[-3000:]  # hooks.smoke.media_proof
     new = _changed(checkout) - before
-    allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml")
+    allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml",
+               *map(str, StPaths(model_id).triple()), str(StPaths(model_id).provenance))
     assert new and all(path.startswith(allowed) for path in new), new
+    assert {str(p) for p in StPaths(model_id).triple()} <= new  # issue 35: the system test, recorded by the smoke
     report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
     assert "**PASS**" in report and "framework smoke" in report and "**match**" in report
     answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())
     assert answers["data_evidence"]["candidates"], "the copy-time evidence ran"
+
+
+@pytest.mark.parametrize("arch", ["qwen2_5_vl", "gemma3"])  # branch a, branch b (branch c: test_branch_c_framework)
+def test_the_system_test_passes_the_frameworks_comparator_and_catches_a_loss_change(
+        arch: str, checkout: Path, tiny_models, template_src: Path, tmp_path: Path) -> None:
+    """Issue 35: the generated shell script trains the recorded run config again through the real trainer, and
+    MindSpeed-MM's own test_ci_st.py passes it against the baseline the copy's smoke recorded; with another loss
+    reduction in the framework copy the same comparator fails (the copy is test_copy_with_defaults_...'s)."""
+    tools = st_tools()
+    model_id = f"{arch}_hf"
+    if not (checkout / ".copier-answers" / f"{model_id}.yml").is_file():  # run alone: make the copy here
+        done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch))
+        assert done.returncode == 0, done.stdout[-3000:]
+    ran = run_script(checkout, model_id, tmp_path / "pass.log")
+    assert ran.returncode == 0 and "Elapsed Time Per iteration (ms)" in ran.stdout, ran.stdout[-3000:]
+    passed = comparator(tools, checkout, model_id, tmp_path / "pass.log", only_loss=True)
+    assert passed.returncode == 0 and "1 passed" in passed.stdout, passed.stdout[-3000:]
+    print(passed.stdout[-1500:])
+    if arch != "qwen2_5_vl":
+        return
+    with injected(checkout):
+        run_script(checkout, model_id, tmp_path / "fail.log")
+    failed = comparator(tools, checkout, model_id, tmp_path / "fail.log", only_loss=True)
+    print(failed.stdout[-2500:])
+    assert failed.returncode == 1 and "AssertionError: The loss at step 0 should be approximate to" in failed.stdout
 
 
 def test_branch_b_from_a_template_on_the_tokenizer_only(checkout: Path, tiny_models, template_src: Path,

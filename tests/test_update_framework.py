@@ -186,3 +186,33 @@ def _released_next(template: Path) -> None:
     shutil.copytree(TEMPLATE_ROOT, template, ignore=ignore, dirs_exist_ok=True)
     commit_all(template)
     subprocess.run(["git", "-C", str(template), "tag", "0.2.0"], check=True)
+
+
+@pytest.mark.tier2
+def test_update_compares_losses_with_the_recorded_baseline_and_names_a_regression(mm_home: Path, tiny_models,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 35: a baseline recorded on the older framework, the upgrade, then the update's smoke compares its
+    losses with it (the table's last column); another loss reduction injected into the framework copy makes the
+    update exit non-zero naming the model and the first step that moved."""
+    from tests.st_tools import injected
+
+    dest = _migrated(_older("d0610012"), tmp_path, tiny_models)
+    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
+    recorded = subprocess.run([sys.executable, "-m", "hooks.smoke", ".copier-answers/first_vl.yml",
+                               "--record-baseline"], cwd=dest, env=env, capture_output=True, text=True, timeout=900,
+                              check=False)
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "system test recorded on cpu (losses only)" in recorded.stdout
+    commit_all(dest)
+    _upgrade(dest, mm_home)
+    done = _run(dest, "--model", "first_vl")
+    print(done.stdout)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("first_vl "))
+    assert "max rel diff" in row or "REGRESSION at step" in row, done.stdout  # the comparison, whatever it found
+    commit_all(dest)  # the update's diff and the smoke's report
+    with injected(dest):
+        commit_all(dest)
+        regressed = _run(dest, "--model", "first_vl")
+    print(regressed.stdout)
+    assert regressed.returncode == 1, regressed.stdout[-3000:] + regressed.stderr[-3000:]
+    assert "loss regression: first_vl: REGRESSION at step 1: loss " in regressed.stdout
