@@ -68,4 +68,5 @@ def test_a_layer_off_the_estimate_is_named_with_what_the_estimate_counted(tiny_m
     text = next(note for note in notes if "decoder layers" in note)
     assert text.startswith("WARNING: memory, rank 1: activations saved for backward") and "66.7% off: " in text
     assert f"{layer}, " in text and "the estimate counts only its input (rows x hidden x dtype)" in text
+    assert "saved (storages: (1, " in text and " bfloat16 " in text  # what the layer kept, storage by storage
     assert not any(note.startswith("WARNING") for note in notes if "vision blocks" in note)

@@ -62,7 +62,7 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     assert "verified: image reached forward (" in done.stdout, done.stdout[-3000:]  # hooks.smoke.media_proof
     # issue 35: the activation estimate within 15 % for every layer kind on every rank (else a WARNING names it)
     activations = [line for line in done.stdout.splitlines() if "activations saved for backward" in line]
-    assert len(activations) >= 4 and not any("WARNING" in line for line in activations), activations
+    assert len(activations) >= 2 and not any("WARNING" in line for line in activations), activations
     new = _changed(checkout) - before
     allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/", f".copier-answers/{model_id}.yml",
                *map(str, StPaths(model_id).triple()), str(StPaths(model_id).provenance))
@@ -85,6 +85,7 @@ def test_the_system_test_passes_the_frameworks_comparator_and_catches_a_loss_cha
     if not (checkout / ".copier-answers" / f"{model_id}.yml").is_file():  # run alone: make the copy here
         done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch))
         assert done.returncode == 0, done.stdout[-3000:]
+    _run_config_is_the_smokes(checkout, model_id)
     ran = run_script(checkout, model_id, tmp_path / "pass.log")
     assert ran.returncode == 0 and "Elapsed Time Per iteration (ms)" in ran.stdout, ran.stdout[-3000:]
     passed = comparator(tools, checkout, model_id, tmp_path / "pass.log", only_loss=True)
@@ -97,6 +98,29 @@ def test_the_system_test_passes_the_frameworks_comparator_and_catches_a_loss_cha
     failed = comparator(tools, checkout, model_id, tmp_path / "fail.log", only_loss=True)
     print(failed.stdout[-2500:])
     assert failed.returncode == 1 and "AssertionError: The loss at step 0 should be approximate to" in failed.stdout
+
+
+def _run_config_is_the_smokes(checkout: Path, model_id: str) -> None:
+    """The recorded run config is, byte for byte below its comment header, what the smoke's pure derivation gives
+    again for the same inputs (a second render differs only in the recorded baseline)."""
+    from hooks import load_answers
+    from hooks.framework.checkout import schema
+    from hooks.smoke.run import prepare_inputs
+    from hooks.smoke.smoke_config import smoke_yaml
+
+    answers = load_answers(checkout / ".copier-answers" / f"{model_id}.yml")
+    inputs = prepare_inputs(answers, model_id)
+    generated = yaml.safe_load((checkout / "examples" / model_id / f"{model_id}_config.yaml").read_text())
+    again = smoke_yaml(generated, model_dir=inputs.model_dir.resolve(), data_json=inputs.data_json.resolve(),
+                       media_root=inputs.media_root.resolve(), work_dir=inputs.work_dir.resolve(), device="cpu",
+                       nproc=2, sdpa=(answers["model_facts"].get("attention") or {}).get("sdpa", True),
+                       places=schema(checkout))
+    recorded = (checkout / StPaths(model_id).run_config).read_text()
+    body = "".join(line for line in recorded.splitlines(keepends=True) if not line.startswith("# "))
+    assert body == yaml.safe_dump(again, sort_keys=False, allow_unicode=True)
+    cfg = yaml.safe_load(body)
+    assert cfg["training"]["train_iters"] == 5 and cfg["training"]["seed"] == 42
+    assert cfg["data"]["dataloader_param"]["shuffle"] is False
 
 
 def test_branch_b_from_a_template_on_the_tokenizer_only(checkout: Path, tiny_models, template_src: Path,

@@ -30,9 +30,13 @@ class SavedBytes:
     rows: dict[str, int] = field(default_factory=dict)  # tokens (or patches) in the layer's first input
     shared: int = 0
     other: int = 0
+    # what each layer's bytes are: "shape dtype bytes" per storage (the first tensor seen on it), so a layer off
+    # the estimate can be explained
+    tensors: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layers": self.layers, "rows": self.rows, "shared": self.shared, "other": self.other}
+        return {"layers": self.layers, "rows": self.rows, "shared": self.shared, "other": self.other,
+                "tensors": self.tensors}
 
 
 class SavedTensorMeter:
@@ -51,6 +55,7 @@ class SavedTensorMeter:
         self._root_params: set[int] = set()
         self._savers: dict[tuple[str, int], set[str]] = {}
         self._sizes: dict[tuple[str, int], int] = {}
+        self._what: dict[tuple[str, int], str] = {}
         self._handles: list[Any] = []
         self._hooks: Any = None
         # Every storage seen, held until the forward ends: a tensor saved by a graph that is then dropped (a
@@ -104,6 +109,7 @@ class SavedTensorMeter:
             self._alive.append(storage)
             key = (str(tensor.device), ptr)
             self._sizes[key] = max(self._sizes.get(key, 0), storage.nbytes())
+            self._what.setdefault(key, f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
             self._savers.setdefault(key, set()).add(self._stack[-1] if self._stack else "")
         return tensor
 
@@ -137,7 +143,10 @@ class SavedTensorMeter:
             if len(layers) > 1:
                 out.shared += size
             elif layers:  # also kept outside the layers (a deepstack merger reads a block's input): still the layer's
-                out.layers[next(iter(layers))] += size
+                layer = next(iter(layers))
+                out.layers[layer] += size
+                out.tensors.setdefault(layer, []).append(f"{self._what[key]} {size} B"
+                                                         + (" (also saved outside the layers)" if "" in savers else ""))
             else:
                 out.other += size
 

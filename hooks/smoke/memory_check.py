@@ -121,7 +121,8 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
     for rank, rec in sorted(records.items()):
         act = rec["activations"]
         recompute = bool(act.get("recompute"))
-        saved = SavedBytes(layers=act["layers"], rows=act["rows"], shared=act["shared"], other=act["other"])
+        saved = SavedBytes(layers=act["layers"], rows=act["rows"], shared=act["shared"], other=act["other"],
+                           tensors=act.get("tensors") or {})
         want = predicted(saved, shapes.profiles, shapes.towers, recompute=recompute, act_bytes=width)
         for kind in ("text", "vision"):
             names = [n for n in saved.layers if layer_kind(n, shapes.towers) == kind and n in want]
@@ -137,7 +138,7 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
                          "predicted": sum(want[n] for n in names), "measured": sum(saved.layers[n] for n in names),
                          "note": f"worst layer {off[name]:.1%} off" + (
                              "" if off[name] <= ACTIVATION_TOLERANCE else
-                             _off_note(name, want[name], saved.layers[name], saved.rows.get(name, 0), recompute))})
+                             _off_note(name, want[name], saved, recompute))})
         text = [n for n in saved.layers if layer_kind(n, shapes.towers) == "text"]
         tokens = max((saved.rows.get(n, 0) for n in text), default=0)
         b = breakdown(shapes, Settings(1, nproc, ep, freeze), nproc, max(tokens, 1), meta_init=meta)
@@ -153,12 +154,13 @@ def memory_rows(observed: Path | None, cfg: dict[str, Any], model_dir: Path, npr
     return rows
 
 
-def _off_note(name: str, predicted: int, measured: int, rows: int, recompute: bool) -> str:
-    """Which layer the estimate missed by more than the tolerance, and what the estimate counted for it."""
+def _off_note(name: str, predicted: int, saved: Any, recompute: bool) -> str:
+    """Which layer the estimate missed by more than the tolerance, what it saved, and what the estimate counted."""
     counted = ("only its input (rows x hidden x dtype), as non-reentrant recompute keeps" if recompute
                else "the per-row formula of hooks.model.memory.layer_row_bytes")
-    return (f": {name}, {size_text(predicted, 2)} predicted for its {rows} rows, {size_text(measured, 2)} saved; the "
-            f"estimate counts {counted}, so the layer saved tensors the plan does not model")
+    what = "; ".join(saved.tensors.get(name, [])) or "not recorded"
+    return (f": {name}, {size_text(predicted, 2)} predicted for its {saved.rows.get(name, 0)} rows, "
+            f"{size_text(saved.layers[name], 2)} saved (storages: {what}); the estimate counts {counted}")
 
 
 def memory_table(rows: list[dict[str, Any]]) -> str:
