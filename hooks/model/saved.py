@@ -58,11 +58,13 @@ class SavedTensorMeter:
         self._what: dict[tuple[str, int], str] = {}
         self._handles: list[Any] = []
         self._hooks: Any = None
-        # Every storage seen, held until the forward ends: a tensor saved by a graph that is then dropped (a
-        # temporary computed with grad and discarded) would free its storage, and the allocator could hand the
-        # address to a layer's input, whose bytes would then be merged with the dead tensor's under one key (a
-        # Gemma 3 smoke measured 24 KiB for a 10 KiB layer input on one rank or the other, run by run).
-        self._alive: list[Any] = []
+        # Every storage seen, held until the forward ends, so that no address is counted for two storages: a tensor
+        # saved by a graph that is then dropped would otherwise free its storage for a layer's input to reuse.
+        # Holding does not keep what FSDP2 frees by resizing a storage to 0 (its gathered parameters, which an op
+        # outside the layers may save): such a storage is not an activation, and is dropped from the count when
+        # its address turns up again or at the end (a Gemma 3, LLaVA or Qwen3-VL-MoE smoke had merged a 24-32 KiB
+        # weight into a 10 KiB layer input, on one rank or the other, run by run).
+        self._held: dict[tuple[str, int], Any] = {}
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -106,8 +108,11 @@ class SavedTensorMeter:
         storage = tensor.untyped_storage()
         ptr = storage.data_ptr()
         if ptr and ptr not in self._params:
-            self._alive.append(storage)
             key = (str(tensor.device), ptr)
+            held = self._held.get(key)
+            if held is not None and held.data_ptr() != ptr:  # resized away since: another storage now
+                self._drop(key)
+            self._held.setdefault(key, storage)
             self._sizes[key] = max(self._sizes.get(key, 0), storage.nbytes())
             self._what.setdefault(key, f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
             self._savers.setdefault(key, set()).add(self._stack[-1] if self._stack else "")
@@ -116,6 +121,11 @@ class SavedTensorMeter:
     @staticmethod
     def _unpack(tensor: Any) -> Any:
         return tensor
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        """Forget a storage that was freed by resizing (FSDP2's gathered parameters): not an activation."""
+        for table in (self._held, self._sizes, self._savers, self._what):
+            table.pop(key, None)
 
     # -- context -------------------------------------------------------------------------------
 
@@ -133,7 +143,9 @@ class SavedTensorMeter:
 
     def __exit__(self, *exc: Any) -> None:
         self._hooks.__exit__(*exc)
-        self._alive.clear()
+        for key in [k for k, storage in self._held.items() if storage.data_ptr() != k[1]]:
+            self._drop(key)
+        self._held.clear()
         for handle in self._handles:
             handle.remove()
         out = self.result
