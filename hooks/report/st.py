@@ -109,6 +109,8 @@ def after_smoke(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_
         return StOutcome(note="system test: no baseline (the contract smoke does not run MindSpeed-MM's trainer; "
                               "re-run the smoke in a MindSpeed-MM checkout)")
     recorded = read_json(dest / paths.baseline)
+    if recorded is not None and not record_baseline and not result.passed:
+        return StOutcome(note=f"system test: losses not compared with {paths.baseline} (the smoke failed)")
     if recorded is not None and not record_baseline:
         measured = parse_log(Path(result.log_path).read_text(encoding="utf-8", errors="replace"))
         comparison = compare([float(x) for x in recorded.get("loss") or []], measured.loss)
