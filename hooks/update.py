@@ -205,11 +205,13 @@ def _smoke(dest: Path, row: Row, *, report: bool = True) -> None:
     comparison = result.get("baseline")
     if comparison:
         row.losses, row.regressed = comparison["line"], not comparison["within"]
+    elif result.get("recorded"):
+        row.losses = "none before: recorded by this smoke"
     else:
-        row.losses = ("none before: recorded by this smoke" if result.get("recorded") else "no baseline") if result \
-            else "not compared"
+        row.losses = str(result.get("st") or "not compared").removeprefix("system test: ")
     ran = " PASS: " in verdict if verdict else done.returncode == 0
-    row.smoke = ("PASS" if ran else "FAIL (loss regression)" if row.regressed
+    only_losses = row.regressed and "losses moved from the recorded baseline" in verdict  # else its own cause
+    row.smoke = ("PASS" if ran else "FAIL (loss regression)" if only_losses
                  else f"FAIL ({verdict or done.stderr.strip()[-300:]})")
 
 

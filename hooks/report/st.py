@@ -109,13 +109,11 @@ def after_smoke(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_
         return StOutcome(note="system test: no baseline (the contract smoke does not run MindSpeed-MM's trainer; "
                               "re-run the smoke in a MindSpeed-MM checkout)")
     recorded = read_json(dest / paths.baseline)
-    if recorded is not None and not record_baseline and not result.passed:
-        return StOutcome(note=f"system test: losses not compared with {paths.baseline} (the smoke failed)")
-    steps = len(recorded.get("loss") or []) if recorded is not None else 0
-    if recorded is not None and not record_baseline and result.iterations_expected != steps:
-        return StOutcome(note=f"system test: losses not compared ({result.iterations_expected} iterations asked, "
-                              f"{paths.baseline} has {steps})")
     if recorded is not None and not record_baseline:
+        steps = len(recorded.get("loss") or [])
+        if len(result.losses) != steps:  # a shorter --iters, or a run that stopped early: its own verdict says why
+            return StOutcome(note=f"system test: losses not compared ({len(result.losses)} logged, {paths.baseline} "
+                                  f"has {steps})")
         measured = parse_log(Path(result.log_path).read_text(encoding="utf-8", errors="replace"))
         comparison = compare([float(x) for x in recorded.get("loss") or []], measured.loss)
         return StOutcome(comparison=comparison, note=f"system test: losses vs {paths.baseline}: {comparison.line()}")
