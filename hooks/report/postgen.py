@@ -187,6 +187,7 @@ def _after_failure(answers_path: Path, answers: dict) -> str:
     written = [str(answers_path), f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/"]
     if answers.get("data_branch") == "c":
         written.append(f"mindspeed_mm/fsdp/data/datasets/{model_id}/")
+    written.append(f"tests/st/shell_scripts/finetune_{model_id}.sh")  # the system test's script (issue 35)
     return (f"the scaffold is written ({', '.join(written)}); fix the cause and re-run the smoke with\n"
             f"  {_rerun_command(answers_path, answers)}\n"
             f"or remove it with: rm -r {' '.join(written)}")
