@@ -15,6 +15,8 @@ For every ``.copier-answers/<model_id>.yml`` in the checkout, without training (
 5. **forward-key filter**: a plugin's ``_FORWARD_KEYS`` keeps every forward parameter the answers record.
 6. **conflicts**: merge-conflict markers in the model's generated files, ``.rej`` files next to them.
 7. **revision**: the framework revision the model was migrated against vs the checkout's (an info line).
+8. **system test**: ``tests/st/`` holds the model's script, run config and baseline, which device the baseline came
+   from, and whether it is stale (another framework revision, a changed run config): ``hooks.smoke.baseline``.
 
 ``--smoke`` also runs each model's smoke (``python -m hooks.smoke``, MIGRATION.md left as is) and reports its
 verdict. One line per finding, ``<model_id>: error|warning|info: <finding> — fix: <what to do>``, then a
@@ -35,6 +37,8 @@ from typing import Any
 
 from hooks import dig, env_with_hooks
 from hooks.framework import checkout
+from hooks.scaffold import StPaths
+from hooks.smoke.baseline import baseline_findings
 
 ANSWERS_DIR = ".copier-answers"
 LEVELS = ("error", "warning", "info")
@@ -555,6 +559,7 @@ def conflict_findings(dest: Path, model_id: str) -> list[Finding]:
     found: list[Finding] = []
     answers = dest / ANSWERS_DIR / f"{model_id}.yml"
     files = [answers] + [p for d in own_dirs(dest, model_id) for p in _files(d)]
+    files += [dest / p for p in StPaths(model_id).triple()]  # the system test, rendered and recorded with the rest
     rejects = [p for p in files if p.suffix == ".rej"] + [p for p in (answers.with_name(answers.name + ".rej"),)
                                                            if p.is_file()]
     for path in files:
@@ -656,6 +661,7 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
     found += plugin_findings(dest, model_id, answers, int(fw.facts.get("hook_arity") or 3))
     found += conflict_findings(dest, model_id)
     found += revision_findings(answers, fw, model_id)
+    found += [Finding(f.level, f.what, f.fix) for f in baseline_findings(dest, model_id, fw.facts.get("revision"))]
     if smoke and not any(f.level == "error" for f in found):
         found += smoke_findings(dest, answers_path)
     elif smoke:

@@ -7,6 +7,7 @@ the report, ``hooks.check`` and ``hooks.update`` read them; every module asks he
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 ANSWERS_DIR = ".copier-answers"
@@ -52,7 +53,42 @@ def dataset_dir(model_id: str) -> PurePosixPath:
     return PurePosixPath("mindspeed_mm/fsdp/data/datasets") / model_id
 
 
+@dataclass(frozen=True)
+class StPaths:
+    """The model's system test in MindSpeed-MM's ``tests/st`` layout (upstream's names, ``finetune_<id>``)."""
+
+    model_id: str
+
+    @property
+    def case(self) -> str:
+        return f"finetune_{self.model_id}"
+
+    @property
+    def script(self) -> PurePosixPath:
+        """The shell script (rendered with the scaffold)."""
+        return PurePosixPath("tests/st/shell_scripts") / f"{self.case}.sh"
+
+    @property
+    def run_config(self) -> PurePosixPath:
+        """The run config (recorded from the smoke)."""
+        return PurePosixPath("tests/st/run_configs") / self.case / f"{self.model_id}_config.yaml"
+
+    @property
+    def baseline(self) -> PurePosixPath:
+        """The baseline ``test_ci_st.py`` compares with (measured by a smoke)."""
+        return PurePosixPath("tests/st/baseline_results") / f"{self.case}.json"
+
+    @property
+    def provenance(self) -> PurePosixPath:
+        """Where and how the baseline was measured (device, dtype, versions), beside it."""
+        return PurePosixPath("tests/st/baseline_results") / f"{self.case}.provenance.json"
+
+    def triple(self) -> list[PurePosixPath]:
+        return [self.script, self.run_config, self.baseline]
+
+
 def written(model_id: str, branch: str) -> list[PurePosixPath]:
-    """Everything a copy of ``branch`` writes, answers file first (what a failed copy tells the user to remove)."""
+    """Everything a copy of ``branch`` writes before its smoke, answers file first (what a failed copy tells the
+    user to remove): the folders, and the system test's script."""
     return [answers_file(model_id), example_dir(model_id), model_plugin_dir(model_id),
-            *([dataset_dir(model_id)] if branch == "c" else [])]
+            *([dataset_dir(model_id)] if branch == "c" else []), StPaths(model_id).script]

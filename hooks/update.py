@@ -19,7 +19,10 @@ A command around ``copier update``, for three things copier does not do by itsel
 After applying, ``hooks.check`` runs on the checkout and each updated model's smoke (unless ``--no-smoke``, or
 the model's answers say ``run_smoke: false``);
 one table row per model: framework revision old -> new, template version old -> new, files changed,
-conflicts, check, smoke.
+conflicts, check, smoke, and the smoke's losses against the model's recorded system-test baseline
+(``tests/st/baseline_results/finetune_<id>.json``: the largest relative difference, within the comparator's 1 %
+or not). A loss regression makes the exit status non-zero and names the model and the first step that moved.
+``--review`` runs the smokes in the scratch clone, so it shows that comparison too and changes nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from hooks import env_with_hooks
 from hooks.framework import checkout
@@ -53,10 +57,13 @@ class Row:
     error: str = ""
     check: str = ""
     smoke: str = ""
+    losses: str = ""  # the smoke's losses vs the recorded baseline (hooks.smoke.baseline.Comparison.line)
+    regressed: bool = False
 
     @property
     def failed(self) -> bool:
-        return bool(self.error or self.conflicts or self.check.startswith("error") or self.smoke.startswith("FAIL"))
+        return bool(self.error or self.conflicts or self.check.startswith("error") or self.smoke.startswith("FAIL")
+                    or self.regressed)
 
 
 def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
@@ -124,8 +131,12 @@ def update_model(clone: Path, answers_rel: str, facts: dict, vcs_ref: str | None
     return row
 
 
-def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | None = None) -> tuple[list[Row], str]:
-    """Every model's update in a scratch clone of ``dest``; the rows and the combined diff (``dest`` untouched)."""
+def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | None = None,
+               review_smoke: bool = False) -> tuple[list[Row], str]:
+    """Every model's update in a scratch clone of ``dest``; the rows and the combined diff (``dest`` untouched).
+
+    ``review_smoke``: also run each model's smoke in the clone (MIGRATION.md there left as is), so a review shows
+    the losses against the recorded baselines without changing the checkout."""
     facts = checkout.facts(dest)
     answers = sorted((dest / ANSWERS_DIR).glob("*.yml"))
     answers = [a for a in answers if not models or a.stem in models]
@@ -135,6 +146,9 @@ def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | No
         base = _git(clone, "rev-parse", "HEAD").strip()
         rows = [update_model(clone, f"{ANSWERS_DIR}/{a.name}", facts, vcs_ref) for a in answers]
         diff = _git(clone, "diff", "--binary", base, "HEAD")
+        if review_smoke:
+            for row in rows:
+                _smoke(clone, row, report=False)
     return rows, diff
 
 
@@ -156,33 +170,69 @@ def copy_diff(dest: Path, template: str, data: list[str]) -> tuple[str, str]:
 
 
 def _check_and_smoke(dest: Path, rows: list[Row], smoke: bool) -> None:
-    """``hooks.check`` per model, then each sound model's smoke (its verdict line)."""
+    """``hooks.check`` per model, then each sound model's smoke (its verdict line, its losses vs the baseline)."""
     from hooks.check import check
 
     findings, _ = check(dest)
     for row in rows:
         errors = [f for f in findings if f.model == row.model and f.level == "error"]
         row.check = f"error ({len(errors)}: {errors[0].what})" if errors else "ok"
-        wanted = smoke and _answers(dest / ANSWERS_DIR / f"{row.model}.yml").get("run_smoke", True) is not False
-        if not wanted or row.failed:
-            row.smoke = "skipped" if not wanted else "not run"
-            continue
-        done = subprocess.run([sys.executable, "-m", "hooks.smoke", f"{ANSWERS_DIR}/{row.model}.yml", "--dest",
-                               str(dest)], cwd=dest, capture_output=True, text=True, env=env_with_hooks(),
-                              check=False)
-        verdict = next((line for line in done.stdout.splitlines() if line.startswith("smoke[")), "")
-        row.smoke = ("PASS" if done.returncode == 0 else "FAIL") + (f" ({verdict})" if done.returncode else "")
+        if smoke:
+            _smoke(dest, row)
+        else:
+            row.smoke = "skipped"
+
+
+def _smoke(dest: Path, row: Row, *, report: bool = True) -> None:
+    """The model's smoke in ``dest`` (unless its answers say ``run_smoke: false`` or the update failed): the verdict,
+    and its losses against the system test's recorded baseline (``hooks.report.st`` compares them in the smoke and
+    leaves the comparison in ``smoke_result.json``)."""
+    from hooks.report.smoke import result_file
+    from hooks.smoke.baseline import read_json
+    from hooks.smoke.run import work_dir
+
+    wanted = _answers(dest / ANSWERS_DIR / f"{row.model}.yml").get("run_smoke", True) is not False
+    if not wanted or row.failed:
+        row.smoke = "skipped" if not wanted else "not run"
+        return
+    record = result_file(work_dir(row.model))
+    record.unlink(missing_ok=True)  # never a previous run's figures
+    done = subprocess.run([sys.executable, "-m", "hooks.smoke", f"{ANSWERS_DIR}/{row.model}.yml", "--dest",
+                           str(dest), *([] if report else ["--no-report"])], cwd=dest, capture_output=True, text=True,
+                          env=env_with_hooks(), check=False)
+    verdict = next((line for line in done.stdout.splitlines() if line.startswith("smoke[")), "")
+    result = read_json(record) or {}
+    comparison = result.get("baseline")
+    if comparison:
+        row.losses, row.regressed = comparison["line"], not comparison["within"]
+    elif result.get("recorded"):
+        row.losses = "none before: recorded by this smoke"
+    else:
+        row.losses = str(result.get("st") or "not compared").removeprefix("system test: ")
+    ran = " PASS: " in verdict if verdict else done.returncode == 0
+    only_losses = row.regressed and "losses moved from the recorded baseline" in verdict  # else its own cause
+    row.smoke = ("PASS" if ran else "FAIL (loss regression)" if only_losses
+                 else f"FAIL ({verdict or done.stderr.strip()[-300:]})")
 
 
 def table(rows: list[Row]) -> str:
     """One line per model, aligned."""
-    head = ("model", "framework", "template", "files", "conflicts", "check", "smoke")
+    head = ("model", "framework", "template", "files", "conflicts", "check", "smoke", "losses vs baseline")
     body = [(r.model, f"{_short(r.old_revision)} -> {_short(r.new_revision)}", f"{r.old_version} -> {r.new_version}",
              str(len(r.changed)), ", ".join(r.conflicts) or ("-" if not r.error else r.error), r.check or "-",
-             r.smoke or "-") for r in rows]
+             r.smoke or "-", r.losses or "-") for r in rows]
     widths = [max(len(line[i]) for line in (head, *body)) for i in range(len(head) - 1)]
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(line[:-1], widths, strict=True)), line[-1]]).rstrip()
                      for line in (head, *body))
+
+
+def _regressions(rows: list[Row], out: TextIO) -> None:
+    """One line per model whose losses left the baseline's tolerance: the model and the first step that moved."""
+    for row in rows:
+        if row.regressed:
+            print(f"loss regression: {row.model}: {row.losses} (tests/st/baseline_results/finetune_{row.model}.json; "
+                  "if the change is intended, re-record it: python -m hooks.smoke "
+                  f"{ANSWERS_DIR}/{row.model}.yml --record-baseline)", file=out)
 
 
 def _short(revision: str) -> str:
@@ -215,15 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     if not list((dest / ANSWERS_DIR).glob("*.yml")):
         print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to update")
         return 0
-    rows, diff = update_all(dest, models=args.model, vcs_ref=args.vcs_ref)
+    rows, diff = update_all(dest, models=args.model, vcs_ref=args.vcs_ref,
+                            review_smoke=args.review and not args.no_smoke)
     if args.review:
         sys.stdout.write(diff)
         print(table(rows), file=sys.stderr)
+        _regressions(rows, sys.stderr)
         return 1 if any(r.failed for r in rows) else 0
     if diff:
         _git(dest, "apply", "--whitespace=nowarn", "-", stdin=diff)
     _check_and_smoke(dest, rows, smoke=not args.no_smoke)
     print(table(rows))
+    _regressions(rows, sys.stdout)
     conflicts = [f for r in rows for f in r.conflicts]
     if conflicts:
         print(f"conflicts left in: {', '.join(conflicts)} (resolve the <<<<<<< markers, then python -m hooks.check)")

@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hooks.smoke.baseline import StPaths
 from tests.copier_run import changed_paths as _changed
 from tests.copier_run import copy, mm_checkout, snapshot
+from tests.st_tools import comparator, run_script, st_tools
 
 pytestmark = pytest.mark.tier2
 FULL = pytest.mark.full_matrix
@@ -72,8 +74,26 @@ def test_no_chat_template_defaults_to_branch_c_and_trains(arch: str, checkout: P
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch))
     _passes(done, checkout, model_id)
     allowed = (f"mindspeed_mm/fsdp/models/{model_id}/", f"examples/{model_id}/",
-               f"mindspeed_mm/fsdp/data/datasets/{model_id}/", f".copier-answers/{model_id}.yml")
-    assert all(path.startswith(allowed) for path in _changed(checkout) - before)
+               f"mindspeed_mm/fsdp/data/datasets/{model_id}/", f".copier-answers/{model_id}.yml", "tests/st/")
+    new = _changed(checkout) - before
+    assert all(path.startswith(allowed) for path in new)
+    assert {str(p) for p in StPaths(model_id).triple()} <= new  # issue 35: the system test, recorded by the smoke
+
+
+def test_the_branch_c_system_test_passes_the_frameworks_comparator(checkout: Path, tiny_models, template_src: Path,
+                                                                  tmp_path: Path) -> None:
+    """Issue 35, branch c: the script re-runs the recorded config and MindSpeed-MM's test_ci_st.py passes it (the copy
+    is the test above's when it ran)."""
+    tools = st_tools()
+    model_id = "paligemma_c"
+    if not (checkout / ".copier-answers" / f"{model_id}.yml").is_file():
+        done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id,
+                    model_path=tiny_models("paligemma"))
+        assert done.returncode == 0, done.stdout[-3000:]
+    ran = run_script(checkout, model_id, tmp_path / "pass.log")
+    assert ran.returncode == 0, ran.stdout[-3000:]
+    passed = comparator(tools, checkout, model_id, tmp_path / "pass.log", only_loss=True)
+    assert passed.returncode == 0 and "1 passed" in passed.stdout, passed.stdout[-3000:]
 
 
 @pytest.mark.parametrize(("arch", "data", "fields"), [

@@ -144,7 +144,24 @@ def _fake_checkout(root: Path, model_id: str = "m") -> Path:
         f"examples/{model_id}/MIGRATION.md": "# m\n\n=======\n\nA heading underline is no conflict.\n",
         f"mindspeed_mm/fsdp/models/{model_id}/modeling_{model_id}.py": MODELING,
     })
+    _st_files(root, model_id)
     return root
+
+
+def _st_files(root: Path, model_id: str, device: str = "npu") -> None:
+    """The model's system test as a copy records it (``hooks.report.st``), recorded on ``device``."""
+    import json
+
+    from hooks.smoke.baseline import Provenance, StPaths, device_label, sha256
+
+    paths = StPaths(model_id)
+    _write(root, {str(paths.script): "#!/bin/bash\nset -e\n", str(paths.run_config): yaml.safe_dump(CONFIG),
+                  str(paths.baseline): json.dumps({"loss": [8.1, 8.0], "time": [], "memo info": [], "warm_up": 2})})
+    prov = Provenance(device=device, device_name=f"{device} host", label=device_label(device), ranks=2,
+                      param_dtype="bf16", reduce_dtype="fp32", torch="2.7.1", transformers="4.57.1",
+                      framework_revision=checkout.revision(root), template_version="0.3.0",
+                      run_config_sha256=sha256(root / paths.run_config))
+    (root / paths.provenance).write_text(json.dumps(prov.__dict__))
 
 
 def _run(dest: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
@@ -162,7 +179,33 @@ def _edit_config(dest: Path, edit) -> None:
 def test_a_sound_model_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, lines = _run(_fake_checkout(tmp_path), capsys)
     assert code == 0, lines
-    assert lines == [f"checked 1 migrated model in {tmp_path}: 0 errors, 0 warnings, 0 info"]
+    assert lines == [
+        "m: info: tests/st/baseline_results/finetune_m.json recorded on npu (npu host, bf16, torch 2.7.1, transformers "
+        f"4.57.1, framework {checkout.revision(tmp_path)[:12]}) — fix: nothing to do",
+        f"checked 1 migrated model in {tmp_path}: 0 errors, 0 warnings, 1 info"]
+
+
+def test_a_missing_or_stale_baseline_is_flagged_with_its_device(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35: which device a baseline came from; a CPU one is no NPU baseline; missing or stale is a warning."""
+    dest = _fake_checkout(tmp_path)
+    _st_files(dest, "m", device="cpu")
+    code, lines = _run(dest, capsys)
+    assert code == 0 and "m: info: tests/st/baseline_results/finetune_m.json recorded on cpu (cpu host" in lines[0]
+    assert "an NPU baseline for MindSpeed-MM's CI: python -m hooks.smoke .copier-answers/m.yml --record-baseline" \
+        in lines[0]
+    run_config = dest / "tests/st/run_configs/finetune_m/m_config.yaml"
+    run_config.write_text(run_config.read_text() + "# edited\n")
+    (dest / "mindspeed_mm/fsdp/params/args.py").write_text(textwrap.dedent(PARAMS).lstrip() + "\n")  # a new framework
+    code, lines = _run(dest, capsys)
+    stale = next(line for line in lines if ": warning: " in line)
+    assert code == 0 and "finetune_m.json is stale: recorded for framework" in stale, lines
+    assert "tests/st/run_configs/finetune_m/m_config.yaml changed since" in stale
+    (dest / "tests/st/baseline_results/finetune_m.json").unlink()
+    code, lines = _run(dest, capsys)
+    assert code == 0 and lines[0] == (
+        "m: warning: system test incomplete: tests/st/baseline_results/finetune_m.json missing — fix: record it in a "
+        "MindSpeed-MM checkout: python -m hooks.smoke .copier-answers/m.yml --record-baseline")
 
 
 def test_no_answers_files_is_not_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -309,7 +352,7 @@ def test_each_registry_names_the_own_file_that_registers_an_unloaded_name(
         dig(cfg, *parents)[key] = "mine"
 
     _edit_config(dest, edit)
-    found = check.check(dest)[0]
+    found = [f for f in check.check(dest)[0] if "tests/st/" not in f.what]  # the baseline's device: an info line
     assert [(f.model, f.level) for f in found] == [("m", "error")], found
     assert "mindspeed_mm/fsdp/data/datasets/m/own.py registers it" in found[0].what
     assert found[0].fix == "add mindspeed_mm/fsdp/data/datasets/m to training.plugin"

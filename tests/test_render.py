@@ -22,6 +22,7 @@ GENERATED = {
     "examples/qwen2_5_vl/finetune_qwen2_5_vl.sh",
     "examples/qwen2_5_vl/MIGRATION.md",
     "mindspeed_mm/fsdp/models/qwen2_5_vl/modeling_qwen2_5_vl.py",
+    "tests/st/shell_scripts/finetune_qwen2_5_vl.sh",  # the run config and baseline come from the smoke (tasks)
 }
 
 
@@ -35,6 +36,21 @@ def rendered(tiny_models, tmp_path_factory, template_src) -> Path:
 
 def test_branch_a_files(rendered: Path) -> None:
     assert set(snapshot(rendered)) == GENERATED
+
+
+def test_the_system_test_script_has_upstreams_shape(rendered: Path) -> None:
+    """Issue 35: MindSpeed-MM's tests/st/shell_scripts shape (set -e, CANN env, torchrun on the trainer with the
+    case's run config, tee'd log, the step-time lines), valid bash."""
+    script = rendered / "tests/st/shell_scripts/finetune_qwen2_5_vl.sh"
+    text = script.read_text()
+    for piece in ("set -e\n", "BASEPATH=$(cd `dirname $0`; cd ../../../; pwd)", "export NON_MEGATRON=true",
+                  "    source /usr/local/Ascend/ascend-toolkit/set_env.sh",
+                  "torchrun $DISTRIBUTED_ARGS $BASEPATH/mindspeed_mm/fsdp/train/trainer.py \\\n"
+                  "    $BASEPATH/tests/st/run_configs/finetune_qwen2_5_vl/qwen2_5_vl_config.yaml \\\n"
+                  "    2>&1 | tee logs/train_${logfile}.log",
+                  'echo "Elapsed Time Per iteration (ms): $STEP_TIME"'):
+        assert piece in text, piece
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
 
 
 def test_yaml_carries_probe_plan(rendered: Path) -> None:

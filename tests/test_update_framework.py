@@ -80,7 +80,7 @@ def test_update_all_carries_hand_edits_across_a_framework_upgrade(revision: str,
     commit_all(dest)
     _upgrade(dest, mm_home)
 
-    review = _run(dest, "--review")
+    review = _run(dest, "--review", "--no-smoke")  # the diff (a review's smokes: the baseline test below)
     assert review.returncode == 0, review.stderr[-3000:]
     assert _git_out(dest, "status", "--porcelain") == ""  # review touched nothing
     done = _run(dest, "--no-smoke")
@@ -91,7 +91,9 @@ def test_update_all_carries_hand_edits_across_a_framework_upgrade(revision: str,
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = {line.split()[0]: line for line in done.stdout.splitlines()[1:3]}
     for model_id in MODELS:
-        assert " ok " in rows[model_id] and rows[model_id].rstrip().endswith("PASS"), done.stdout
+        assert " ok " in rows[model_id] and " PASS " in rows[model_id], done.stdout
+        # copied without tasks, so no baseline yet: this smoke recorded it (issue 35)
+        assert rows[model_id].rstrip().endswith("none before: recorded by this smoke"), done.stdout
         cfg = yaml.safe_load((dest / "examples" / model_id / f"{model_id}_config.yaml").read_text())
         assert cfg["features"]["recompute"] is True and "recompute" not in cfg["parallel"]
         assert cfg["data"]["dataloader_param"]["collate_param"] == {"collator_id": "qwen3vl",
@@ -186,3 +188,38 @@ def _released_next(template: Path) -> None:
     shutil.copytree(TEMPLATE_ROOT, template, ignore=ignore, dirs_exist_ok=True)
     commit_all(template)
     subprocess.run(["git", "-C", str(template), "tag", "0.2.0"], check=True)
+
+
+@pytest.mark.tier2
+def test_update_compares_losses_with_the_recorded_baseline_and_names_a_regression(mm_home: Path, tiny_models,
+                                                                                 tmp_path: Path) -> None:
+    """Issue 35: a baseline recorded on the older framework, the upgrade, then the update's smoke compares its
+    losses with it (the table's last column); another loss reduction injected into the framework copy makes the
+    update exit non-zero naming the model and the first step that moved."""
+    from tests.st_tools import injected
+
+    dest = _migrated(_older("d0610012"), tmp_path, tiny_models)
+    env = {**os.environ, "PYTHONPATH": str(TEMPLATE_ROOT)}
+    recorded = subprocess.run([sys.executable, "-m", "hooks.smoke", ".copier-answers/first_vl.yml",
+                               "--record-baseline"], cwd=dest, env=env, capture_output=True, text=True, timeout=900,
+                              check=False)
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "system test recorded on cpu (losses only)" in recorded.stdout
+    commit_all(dest)
+    _upgrade(dest, mm_home)
+    review = _run(dest, "--model", "first_vl", "--review")  # smokes in the scratch clone, changes nothing
+    print(review.stderr)
+    assert _git_out(dest, "status", "--porcelain") == ""
+    row = next(line for line in review.stderr.splitlines() if line.startswith("first_vl "))
+    assert "max rel diff" in row or "REGRESSION at step" in row, review.stderr  # the comparison, whatever it found
+    done = _run(dest, "--model", "first_vl", "--no-smoke")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with injected(dest):
+        commit_all(dest)
+        regressed = _run(dest, "--model", "first_vl")
+    print(regressed.stdout)
+    assert regressed.returncode == 1, regressed.stdout[-3000:] + regressed.stderr[-3000:]
+    assert "loss regression: first_vl: REGRESSION at step 1: loss " in regressed.stdout
+    row = next(line for line in regressed.stdout.splitlines() if line.startswith("first_vl "))
+    # the smoke fails on its own too (its loss reference: "not the model's own objective"), and says so
+    assert "FAIL (smoke[framework] FAIL: 5/5 iterations" in row and row.rstrip().endswith("tolerance 1%)")

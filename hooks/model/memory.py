@@ -59,18 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hooks.model.matching import module_name_match
-
-# ACT_BYTES, LOGIT_BYTES, layer_row_bytes, recomputed_row_bytes: imported here for hooks/model/saved.py and
-# hooks/smoke/memory_check.py (being edited on branch st35), which read them from this module until their
-# import lines name hooks.model.memory_activations.
-from hooks.model.memory_activations import (
-    ACT_BYTES,  # noqa: F401
-    LOGIT_BYTES,  # noqa: F401
-    LayerProfile,
-    layer_row_bytes,  # noqa: F401
-    model_profiles,
-    recomputed_row_bytes,  # noqa: F401
-)
+from hooks.model.memory_activations import LayerProfile, model_profiles
 from hooks.model.memory_config import ActivationDims, dims_from_config
 from hooks.model.plan import ModuleTable, Plan, unit_owners
 

@@ -30,9 +30,13 @@ class SavedBytes:
     rows: dict[str, int] = field(default_factory=dict)  # tokens (or patches) in the layer's first input
     shared: int = 0
     other: int = 0
+    # what each layer's bytes are: "shape dtype bytes" per storage (the first tensor seen on it), so a layer off
+    # the estimate can be explained
+    tensors: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layers": self.layers, "rows": self.rows, "shared": self.shared, "other": self.other}
+        return {"layers": self.layers, "rows": self.rows, "shared": self.shared, "other": self.other,
+                "tensors": self.tensors}
 
 
 class SavedTensorMeter:
@@ -51,8 +55,16 @@ class SavedTensorMeter:
         self._root_params: set[int] = set()
         self._savers: dict[tuple[str, int], set[str]] = {}
         self._sizes: dict[tuple[str, int], int] = {}
+        self._what: dict[tuple[str, int], str] = {}
         self._handles: list[Any] = []
         self._hooks: Any = None
+        # Every storage seen, held until the forward ends, so that no address is counted for two storages: a tensor
+        # saved by a graph that is then dropped would otherwise free its storage for a layer's input to reuse.
+        # Holding does not keep what FSDP2 frees by resizing a storage to 0 (its gathered parameters, which an op
+        # outside the layers may save): such a storage is not an activation, and is dropped from the count when
+        # its address turns up again or at the end (a Gemma 3, LLaVA or Qwen3-VL-MoE smoke had merged a 24-32 KiB
+        # weight into a 10 KiB layer input, on one rank or the other, run by run).
+        self._held: dict[tuple[str, int], Any] = {}
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -97,13 +109,23 @@ class SavedTensorMeter:
         ptr = storage.data_ptr()
         if ptr and ptr not in self._params:
             key = (str(tensor.device), ptr)
+            held = self._held.get(key)
+            if held is not None and held.data_ptr() != ptr:  # resized away since: another storage now
+                self._drop(key)
+            self._held.setdefault(key, storage)
             self._sizes[key] = max(self._sizes.get(key, 0), storage.nbytes())
+            self._what.setdefault(key, f"{tuple(tensor.shape)} {str(tensor.dtype).removeprefix('torch.')}")
             self._savers.setdefault(key, set()).add(self._stack[-1] if self._stack else "")
         return tensor
 
     @staticmethod
     def _unpack(tensor: Any) -> Any:
         return tensor
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        """Forget a storage that was freed by resizing (FSDP2's gathered parameters): not an activation."""
+        for table in (self._held, self._sizes, self._savers, self._what):
+            table.pop(key, None)
 
     # -- context -------------------------------------------------------------------------------
 
@@ -121,6 +143,9 @@ class SavedTensorMeter:
 
     def __exit__(self, *exc: Any) -> None:
         self._hooks.__exit__(*exc)
+        for key in [k for k, storage in self._held.items() if storage.data_ptr() != k[1]]:
+            self._drop(key)
+        self._held.clear()
         for handle in self._handles:
             handle.remove()
         out = self.result
@@ -130,7 +155,10 @@ class SavedTensorMeter:
             if len(layers) > 1:
                 out.shared += size
             elif layers:  # also kept outside the layers (a deepstack merger reads a block's input): still the layer's
-                out.layers[next(iter(layers))] += size
+                layer = next(iter(layers))
+                out.layers[layer] += size
+                out.tensors.setdefault(layer, []).append(f"{self._what[key]} {size} B"
+                                                         + (" (also saved outside the layers)" if "" in savers else ""))
             else:
                 out.other += size
 
@@ -156,7 +184,7 @@ def predicted(result: SavedBytes, profiles: dict[str, Any], towers: Iterable[str
     the recomputed inputs at twice the size; without recompute the bf16 layer arithmetic is scaled, an
     approximation (fp32 norms then keep no separate upcast copy).
     """
-    from hooks.model.memory import ACT_BYTES, layer_row_bytes, recomputed_row_bytes
+    from hooks.model.memory_activations import ACT_BYTES, layer_row_bytes, recomputed_row_bytes
 
     towers = list(towers)
     out = {}

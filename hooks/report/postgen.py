@@ -186,8 +186,8 @@ def _rerun_command(answers_path: Path, answers: dict) -> str:
 
 def _after_failure(answers_path: Path, answers: dict) -> str:
     """What the failed copy left in the checkout, and the two ways on: fix and re-run, or remove."""
-    written = [str(answers_path)] + [f"{path}/" for path in scaffold.written(answers["model_id"],
-                                                                         answers.get("data_branch", ""))[1:]]
+    written = [str(answers_path)] + [f"{path}/" if not path.suffix else str(path) for path in
+                                     scaffold.written(answers["model_id"], answers.get("data_branch", ""))[1:]]
     return (f"the scaffold is written ({', '.join(written)}); fix the cause and re-run the smoke with\n"
             f"  {_rerun_command(answers_path, answers)}\n"
             f"or remove it with: rm -r {' '.join(written)}")

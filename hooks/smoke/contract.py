@@ -35,12 +35,7 @@ from pathlib import Path
 
 from hooks import exit_now
 
-# _accepted_kwargs, _prepare_batch, _load_model: their former names here, for hooks/smoke/memory_check.py (being
-# edited on branch st35), which calls them through this module until it imports them from their homes.
-from hooks.smoke.batches import accepted_kwargs as _accepted_kwargs  # noqa: F401
-from hooks.smoke.batches import prepare_batch as _prepare_batch  # noqa: F401
 from hooks.smoke.contract_worker import DTYPES, SHARD_KEYS, WorkerArgs, worker_main
-from hooks.smoke.contract_worker import load_model as _load_model  # noqa: F401
 from hooks.smoke.experts import UnroutedExperts, mismatch_error
 from hooks.smoke.ranks import RankResult, RankWorker, first_error, keep_logs, log_tail, read_rank_result, run_ranks
 from hooks.smoke.verdict import Progress, SmokeResult, judge

@@ -50,9 +50,14 @@ def _model_key(model_dir: Path) -> str:
     return hashlib.sha256(stamp.encode()).hexdigest()[:12]
 
 
+def work_dir(model_id: str) -> Path:
+    """The smoke's folder for a model, outside the checkout: its config, log and ``smoke_result.json``."""
+    return cache_root() / "smoke" / model_id
+
+
 def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
     """Shrink the model (when large) and pick the data: the user's JSON or a generated sample."""
-    work = cache_root() / "smoke" / model_id
+    work = work_dir(model_id)
     work.mkdir(parents=True, exist_ok=True)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     params = int(answers.get("model_facts", {}).get("num_parameters", 0))
@@ -118,6 +123,7 @@ def run_smoke(
             attributes=(facts.get("processor") or {}).get("model_attributes") or {},
             stage=facts.get("trained_submodule") or {},
         )
+        result.device, result.ranks = device, nproc
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke
 
@@ -134,6 +140,7 @@ def run_smoke(
         log_path=inputs.work_dir / "contract_smoke.log", stage=facts.get("trained_submodule") or {},
         experts=plans["experts"],
     )
+    result.device, result.ranks = "cpu", nproc
     return result, inputs, note
 
 

@@ -3,7 +3,9 @@
 ``smoke_yaml`` keeps everything the migration decided (the model plugin, FSDP2 and recompute plans,
 freeze, the loss, the data branch's template or dataset plugin) and changes only what a smoke must:
 the tiny checkpoint, the sample data and its media root, a few iterations at a small learning rate,
-the parallel sizes that fit the ranks present, attention the device runs, no checkpoint saving. It only
+the parallel sizes that fit the ranks present, attention the device runs, no checkpoint saving, a fixed seed
+and the samples in file order (no shuffle), as MindSpeed-MM's system tests run: the config a smoke trains is the
+run config of the model's system test (``hooks.report.st``). It only
 adds keys the checkout's settings define (``places``, read by ``hooks.framework.checkout.schema``).
 The launcher (``hooks.smoke.trainer_run``) writes the result and runs it.
 """
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 SMOKE_LR = 1e-4
+SMOKE_SEED = 42  # MindSpeed-MM's examples and system tests seed 42
 
 
 def count_samples(data_json: Path) -> int:
@@ -75,6 +78,7 @@ def _smoke_data(cfg: dict[str, Any], data_json: Path, media_root: Path, work_dir
     loader = _sub(cfg, "data", "dataloader_param")
     loader["num_workers"] = 0
     loader["pin_memory"] = False
+    loader["shuffle"] = False  # the samples in file order: the run a system test re-runs (hooks.smoke.baseline)
     if _known(places, "data.dataloader_param", "enable_preload"):
         loader["enable_preload"] = False
     for key in ("prefetch_factor", "persistent_workers"):  # invalid with num_workers 0
@@ -127,6 +131,7 @@ def _smoke_training(cfg: dict[str, Any], model_dir: str, iters: int, places: dic
     user_load = training.pop("load", None)
     for key in ("save", "train_epochs"):
         training.pop(key, None)
+    training.setdefault("seed", SMOKE_SEED)  # the generated YAML's (42); a system test needs one
     training.update(
         train_iters=iters,
         log_interval=1,

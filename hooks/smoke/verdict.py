@@ -33,6 +33,8 @@ class SmokeResult:
     passed: bool = False
     reason: str = ""
     hint: str = ""  # what to do about a failure; a run that knows its error's cause sets it with the error
+    device: str = ""  # where it ran: cpu | cuda | npu (the framework smoke; a baseline records it)
+    ranks: int = 0  # how many ranks it launched
 
     def summary(self) -> str:
         """One line a reviewer can read in MIGRATION.md or a CI log."""
