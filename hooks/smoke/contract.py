@@ -34,7 +34,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hooks import exit_now
-
 from hooks.smoke.contract_worker import DTYPES, SHARD_KEYS, WorkerArgs, worker_main
 from hooks.smoke.experts import UnroutedExperts, mismatch_error
 from hooks.smoke.ranks import RankResult, RankWorker, first_error, keep_logs, log_tail, read_rank_result, run_ranks
