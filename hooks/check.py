@@ -35,19 +35,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hooks import dig, env_with_hooks
+from hooks import dig, env_with_hooks, scaffold
 from hooks.framework import checkout
 from hooks.scaffold import StPaths
 from hooks.smoke.baseline import baseline_findings
 
-ANSWERS_DIR = ".copier-answers"
 LEVELS = ("error", "warning", "info")
 # Settings places whose contents a dataset reads itself: never checked against the schema.
 FREE_PLACES = ("data.dataset_param", "data.val_dataset_param")
 SETTINGS_ROOTS = ("model", "parallel", "training", "features", "tools", "data.dataloader_param")
 REGISTER_CALLS = {"_register_template": "template", "_register_data_collator": "collator"}
 REGISTERS = {"model_register": "model", "data_register": "dataset"}
-UPDATE = "copier update --trust --defaults -a .copier-answers/{id}.yml"
+
+
+def update_command(model_id: str) -> str:
+    """The command that re-renders one model's scaffold."""
+    return f"copier update --trust --defaults -a {scaffold.answers_file(model_id)}"
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ def _in_settings(place: str) -> bool:
     return any(place == root or place.startswith(root + ".") for root in SETTINGS_ROOTS)
 
 
-def settings_findings(cfg: dict[str, Any], fw: Framework) -> list[Finding]:
+def schema_findings(cfg: dict[str, Any], fw: Framework) -> list[Finding]:
     """The YAML ``cfg`` against the checkout's settings (module docstring, 1)."""
     found: list[Finding] = []
     if not fw.places:
@@ -177,8 +180,8 @@ def _deprecated_fix(dotted: str, cfg: dict[str, Any]) -> str:
 
 def own_dirs(dest: Path, model_id: str) -> list[Path]:
     """The folders msmm-migrate generated for ``model_id`` (those that exist)."""
-    dirs = [dest / "examples" / model_id, dest / "mindspeed_mm/fsdp/models" / model_id,
-            dest / "mindspeed_mm/fsdp/data/datasets" / model_id]
+    dirs = [dest / scaffold.example_dir(model_id), dest / scaffold.model_plugin_dir(model_id),
+            dest / scaffold.dataset_dir(model_id)]
     return [d for d in dirs if d.is_dir()]
 
 
@@ -297,13 +300,13 @@ def _branch_b_template(model: ModelRegistrations) -> list[Finding]:
     if model.answers.get("data_branch") != "b":
         return []
     dest, model_id = model.fw.dest, model.model_id
-    data_plugin = dest / "mindspeed_mm/fsdp/models" / model_id / f"data_plugin_{model_id}.py"
+    data_plugin = dest / scaffold.data_plugin_file(model_id)
     if not data_plugin.is_file():
         return [Finding("error", f"{data_plugin.relative_to(dest)} is missing (data branch b registers the model's "
-                        "chat template there)", f"re-render it: {UPDATE.format(id=model_id)}")]
+                        "chat template there)", f"re-render it: {update_command(model_id)}")]
     if data_plugin not in model.own.names["template"].values():
         return [Finding("error", f"{data_plugin.relative_to(dest)} registers no chat template "
-                        "(_register_template(name=...))", f"re-render it: {UPDATE.format(id=model_id)}")]
+                        "(_register_template(name=...))", f"re-render it: {update_command(model_id)}")]
     return []
 
 
@@ -355,7 +358,7 @@ REGISTRIES = (
              exempt=lambda model, name: model.own_dataset and model.dataset_type in model.own.collate_fn,
              before=_two_collators),
     Registry("model", "model.model_id", (("model", "model_id"),), " by the plugins in training.plugin",
-             "add mindspeed_mm/fsdp/models/{model_id} to training.plugin, or re-render: {update}"),
+             "add {plugin_dir} to training.plugin, or re-render: {update}"),
 )
 
 
@@ -392,7 +395,7 @@ def _lookup(registry: Registry, model: ModelRegistrations) -> Finding | None:
     registered = model.loaded.names[registry.kind]
     fields = {"offer": ", ".join(sorted(set(builtin) | set(registered))), "builtin": ", ".join(builtin),
               "key": model.fw.facts.get("collator_key", "collator_id"), "model_id": model.model_id,
-              "update": UPDATE.format(id=model.model_id)}
+              "plugin_dir": scaffold.model_plugin_dir(model.model_id), "update": update_command(model.model_id)}
     if not name and registry.unset is not None:
         what, fix = registry.unset
         return Finding("error", what, fix.format(**fields))
@@ -486,7 +489,7 @@ def import_findings(dest: Path, path: Path, tree: ast.Module) -> list[Finding]:
     return found
 
 
-def hook_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int | None]:
+def function_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int | None]:
     """(required, most) positional arguments a caller passes, without ``self``/``cls``; most None with ``*args``."""
     args = func.args.posonlyargs + func.args.args
     static = any(getattr(d, "id", None) == "staticmethod" for d in func.decorator_list)
@@ -499,10 +502,10 @@ def hook_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int |
 def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: int) -> list[Finding]:
     """Plugin files parse, their imports resolve, the hook's arity, the forward-key filter (3-5)."""
     found: list[Finding] = []
-    modeling = dest / "mindspeed_mm/fsdp/models" / model_id / f"modeling_{model_id}.py"
+    modeling = dest / scaffold.modeling_file(model_id)
     if not modeling.is_file():
         found.append(Finding("error", f"{modeling.relative_to(dest)} is missing",
-                             f"re-render: {UPDATE.format(id=model_id)}"))
+                             f"re-render: {update_command(model_id)}"))
     forward_params = list((answers.get("model_facts") or {}).get("forward_params") or [])
     for folder in own_dirs(dest, model_id)[1:]:
         for path in _files(folder, ".py"):
@@ -520,7 +523,7 @@ def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: i
                 for item in cls.body:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
                             item.name == "overwrite_transformer_config":
-                        low, high = hook_arity(item)
+                        low, high = function_arity(item)
                         if not (low <= arity and (high is None or arity <= high)):
                             args = "transformer_config, model_args" + (", feature_args" if arity > 2 else "")
                             found.append(Finding("error", f"{rel}:{item.lineno} {cls.name}."
@@ -557,7 +560,7 @@ def _forward_keys(node: ast.stmt) -> set[str] | None:
 def conflict_findings(dest: Path, model_id: str) -> list[Finding]:
     """Merge-conflict markers in the model's generated files and ``.rej`` files next to them."""
     found: list[Finding] = []
-    answers = dest / ANSWERS_DIR / f"{model_id}.yml"
+    answers = dest / scaffold.answers_file(model_id)
     files = [answers] + [p for d in own_dirs(dest, model_id) for p in _files(d)]
     files += [dest / p for p in StPaths(model_id).triple()]  # the system test, rendered and recorded with the rest
     rejects = [p for p in files if p.suffix == ".rej"] + [p for p in (answers.with_name(answers.name + ".rej"),)
@@ -592,10 +595,10 @@ def revision_findings(answers: dict[str, Any], fw: Framework, model_id: str) -> 
     current = fw.facts.get("revision") or ""
     if not recorded:
         return [Finding("info", "the answers record no framework revision (migrated by an older msmm-migrate)",
-                        f"run the update to record it: {UPDATE.format(id=model_id)}")]
+                        f"run the update to record it: {update_command(model_id)}")]
     if current and recorded != current:
         return [Finding("info", f"migrated against {_short(recorded)}, checkout is {_short(current)}",
-                        f"run the update: {UPDATE.format(id=model_id)}")]
+                        f"run the update: {update_command(model_id)}")]
     return []
 
 
@@ -636,11 +639,11 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
         found.append(Finding("error", f"{answers_path.relative_to(dest)} does not parse ({type(exc).__name__})",
                              "resolve its merge conflict or restore it from git"))
     model_id = str(answers.get("model_id") or model_id)
-    config = dest / "examples" / model_id / f"{model_id}_config.yaml"
+    config = dest / scaffold.config_yaml(model_id)
     cfg: dict[str, Any] | None = None
     if not config.is_file():
         found.append(Finding("error", f"{config.relative_to(dest)} is missing",
-                             f"re-render: {UPDATE.format(id=model_id)}"))
+                             f"re-render: {update_command(model_id)}"))
     else:
         try:
             cfg = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
@@ -648,7 +651,7 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
             found.append(Finding("error", f"{config.relative_to(dest)} does not parse ({type(exc).__name__})",
                                  "fix the YAML (an unresolved merge?)"))
     if isinstance(cfg, dict):
-        found += settings_findings(cfg, fw)
+        found += schema_findings(cfg, fw)
         plugins = []
         for entry in dig(cfg, "training", "plugin") or []:
             path = plugin_path(dest, str(entry))
@@ -674,7 +677,7 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
 
 def check(dest: Path, *, smoke: bool = False) -> tuple[list[Finding], int]:
     """(findings, number of models) for the checkout ``dest``."""
-    answers = sorted((dest / ANSWERS_DIR).glob("*.yml"))
+    answers = sorted((dest / scaffold.ANSWERS_DIR).glob("*.yml"))
     if not answers:
         return [], 0
     fw = Framework.read(dest)
@@ -693,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     findings, models = check(dest, smoke=args.smoke)
     if not models:
-        print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to check")
+        print(f"no migrated models in {dest} (no {scaffold.ANSWERS_DIR}/*.yml): nothing to check")
         return 0
     for finding in findings:
         print(finding.line())

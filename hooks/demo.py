@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hooks import TEMPLATE_ROOT
+from hooks import TEMPLATE_ROOT, scaffold
 
 
 def prepare_destination(dest: Path, mm_home: str | None) -> Path:
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     done = subprocess.run(copier_command(TEMPLATE_ROOT, dest, f"demo_{args.arch}", model_dir), check=False)
     status = subprocess.run(["git", "-C", str(dest), "status", "--porcelain"], capture_output=True, text=True)
     print("changed paths in the destination:\n" + status.stdout.rstrip())
-    print(f"report: {dest / 'examples' / f'demo_{args.arch}' / 'MIGRATION.md'}")
+    print(f"report: {dest / scaffold.migration_md(f'demo_{args.arch}')}")
     return done.returncode
 
 

@@ -48,6 +48,16 @@ def model_plugin_dir(model_id: str) -> PurePosixPath:
     return models_root() / model_id
 
 
+def modeling_file(model_id: str) -> PurePosixPath:
+    """The model plugin's module (the registered subclass)."""
+    return model_plugin_dir(model_id) / f"modeling_{model_id}.py"
+
+
+def data_plugin_file(model_id: str) -> PurePosixPath:
+    """Branch b's template and media plugin."""
+    return model_plugin_dir(model_id) / f"data_plugin_{model_id}.py"
+
+
 def dataset_dir(model_id: str) -> PurePosixPath:
     """Branch c's dataset plugin."""
     return PurePosixPath("mindspeed_mm/fsdp/data/datasets") / model_id

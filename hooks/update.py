@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from hooks import env_with_hooks
+from hooks import env_with_hooks, scaffold
 from hooks.framework import checkout
 
-ANSWERS_DIR = ".copier-answers"
 _GIT_ID = ["-c", "user.name=msmm-migrate", "-c", "user.email=msmm-migrate@localhost", "-c", "commit.gpgsign=false"]
 
 
@@ -138,13 +137,13 @@ def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | No
     ``review_smoke``: also run each model's smoke in the clone (MIGRATION.md there left as is), so a review shows
     the losses against the recorded baselines without changing the checkout."""
     facts = checkout.facts(dest)
-    answers = sorted((dest / ANSWERS_DIR).glob("*.yml"))
+    answers = sorted((dest / scaffold.ANSWERS_DIR).glob("*.yml"))
     answers = [a for a in answers if not models or a.stem in models]
     with tempfile.TemporaryDirectory(prefix="msmm-update-") as tmp:
         clone = Path(tmp) / "checkout"
         subprocess.run(["git", "clone", "-q", str(dest), str(clone)], check=True, capture_output=True)
         base = _git(clone, "rev-parse", "HEAD").strip()
-        rows = [update_model(clone, f"{ANSWERS_DIR}/{a.name}", facts, vcs_ref) for a in answers]
+        rows = [update_model(clone, f"{scaffold.ANSWERS_DIR}/{a.name}", facts, vcs_ref) for a in answers]
         diff = _git(clone, "diff", "--binary", base, "HEAD")
         if review_smoke:
             for row in rows:
@@ -191,13 +190,13 @@ def _smoke(dest: Path, row: Row, *, report: bool = True) -> None:
     from hooks.smoke.baseline import read_json
     from hooks.smoke.run import work_dir
 
-    wanted = _answers(dest / ANSWERS_DIR / f"{row.model}.yml").get("run_smoke", True) is not False
+    wanted = _answers(dest / scaffold.answers_file(row.model)).get("run_smoke", True) is not False
     if not wanted or row.failed:
         row.smoke = "skipped" if not wanted else "not run"
         return
     record = result_file(work_dir(row.model))
     record.unlink(missing_ok=True)  # never a previous run's figures
-    done = subprocess.run([sys.executable, "-m", "hooks.smoke", f"{ANSWERS_DIR}/{row.model}.yml", "--dest",
+    done = subprocess.run([sys.executable, "-m", "hooks.smoke", str(scaffold.answers_file(row.model)), "--dest",
                            str(dest), *([] if report else ["--no-report"])], cwd=dest, capture_output=True, text=True,
                           env=env_with_hooks(), check=False)
     verdict = next((line for line in done.stdout.splitlines() if line.startswith("smoke[")), "")
@@ -230,9 +229,9 @@ def _regressions(rows: list[Row], out: TextIO) -> None:
     """One line per model whose losses left the baseline's tolerance: the model and the first step that moved."""
     for row in rows:
         if row.regressed:
-            print(f"loss regression: {row.model}: {row.losses} (tests/st/baseline_results/finetune_{row.model}.json; "
+            print(f"loss regression: {row.model}: {row.losses} ({scaffold.StPaths(row.model).baseline}; "
                   "if the change is intended, re-record it: python -m hooks.smoke "
-                  f"{ANSWERS_DIR}/{row.model}.yml --record-baseline)", file=out)
+                  f"{scaffold.answers_file(row.model)} --record-baseline)", file=out)
 
 
 def _short(revision: str) -> str:
@@ -262,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         sys.stdout.write(diff)
         return 0
-    if not list((dest / ANSWERS_DIR).glob("*.yml")):
-        print(f"no migrated models in {dest} (no {ANSWERS_DIR}/*.yml): nothing to update")
+    if not list((dest / scaffold.ANSWERS_DIR).glob("*.yml")):
+        print(f"no migrated models in {dest} (no {scaffold.ANSWERS_DIR}/*.yml): nothing to update")
         return 0
     rows, diff = update_all(dest, models=args.model, vcs_ref=args.vcs_ref,
                             review_smoke=args.review and not args.no_smoke)

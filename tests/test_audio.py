@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks.data.records import runtime
+from hooks.data.records import dataset_runtime
 from hooks.data.sample import build_demo_dataset, demo_audio, write_wav
 from tests.copier_run import changed_paths, copy, git_init, mm_checkout
 
@@ -70,7 +70,7 @@ def _wave(i: int):
 
 
 def test_a_sample_carries_its_clips_and_trains_the_answer_only(processor) -> None:
-    rt = runtime()
+    rt = dataset_runtime()
     fmt = rt.SampleFormat(kind="chat", media=("audio",), sampling_rate=16000, audio_kwarg="audio",
                           audio_keys=("feature_attention_mask", "input_features"))
     one = rt.build_sample(processor, fmt, QUESTION, [], 4096, [_wave(0)])
@@ -95,7 +95,7 @@ def test_audio_features_are_never_padded_as_tokens(processor) -> None:
     """A sample with exactly as many tokens as mel bins (128) must still have its features concatenated."""
     import torch
 
-    rt = runtime()
+    rt = dataset_runtime()
     sample = {"input_ids": torch.ones(1, 128, dtype=torch.long), "attention_mask": torch.ones(1, 128),
               "labels": torch.ones(1, 128, dtype=torch.long), "input_features": torch.zeros(1, 128, 400)}
     short = {**{k: v[:, :10] for k, v in sample.items() if k != "input_features"}, "input_features": sample[
@@ -105,7 +105,7 @@ def test_audio_features_are_never_padded_as_tokens(processor) -> None:
 
 
 def test_audio_a_data_path_cannot_take_is_refused_naming_it(processor) -> None:
-    rt = runtime()
+    rt = dataset_runtime()
     with pytest.raises(ValueError, match="has audio .* takes none: the model would train on the placeholder"):
         rt.build_sample(processor, rt.SampleFormat("chat"), QUESTION, [], 4096)
     with pytest.raises(ValueError, match="names audio files .* takes no audio"):
@@ -265,7 +265,7 @@ def test_a_template_call_sample_trains_each_answer_and_matches_the_model_cards_c
     from hooks.data.media import template_inputs
     from hooks.data.records import template_call
 
-    rt, form = runtime(), voxtral_facts["processor"]["sample_format"]
+    rt, form = dataset_runtime(), voxtral_facts["processor"]["sample_format"]
     fmt = rt.SampleFormat(**form)
     clips = [demo_audio(1)[0], demo_audio(2, seconds=2.5)[0], demo_audio(3)[0]]
     files = []

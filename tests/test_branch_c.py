@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hooks.data.records import fields_error, parse_fields, runtime, sample_format
+from hooks.data.records import dataset_runtime, fields_error, parse_fields, sample_format
 
 RECORD = {"img": "x.png", "q": "What color is this?", "a": "It is red."}
 FIELDS = {"images": "img", "prompt": "q", "response": "a"}
@@ -49,7 +49,7 @@ def _trained(processor, sample) -> str:
     ("chameleon", "prompt", "It is red.</s>"),
 ])
 def test_processor_builds_the_sample_and_only_the_answer_is_trained(arch, kind, trained, processors) -> None:
-    rt = runtime()
+    rt = dataset_runtime()
     proc = processors(arch)
     fmt = rt.SampleFormat(**sample_format(proc))
     assert fmt.kind == kind
@@ -66,7 +66,7 @@ def test_processor_builds_the_sample_and_only_the_answer_is_trained(arch, kind, 
 
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "gemma3", "llava", "idefics3"])
 def test_every_answer_of_a_conversation_is_trained(arch: str, processors) -> None:
-    rt = runtime()
+    rt = dataset_runtime()
     proc = processors(arch)
     sample = rt.build_sample(proc, rt.SampleFormat("chat"), MULTI, [_image()], 4096)
     text = _trained(proc, sample)
@@ -82,7 +82,7 @@ def test_got_ocr2_writes_its_own_query(processors) -> None:
 def test_collate_pads_concatenates_and_gives_text_only_batches_a_stand_in(arch: str, processors) -> None:
     import torch
 
-    rt = runtime()
+    rt = dataset_runtime()
     proc = processors(arch)
     fmt = rt.SampleFormat(**sample_format(proc))
     keys = frozenset({"input_ids", "attention_mask", "pixel_values", "image_grid_thw", "token_type_ids",
@@ -146,7 +146,7 @@ def test_media_a_forward_never_reads_are_found() -> None:
 def test_string_content_templates_get_the_processors_own_numbered_marks() -> None:
     """Phi-3-vision's template reads string content: each image becomes the processor's mark, numbered from 1
     over the conversation, with the newline its model card writes after it (not doubled)."""
-    data = runtime()
+    data = dataset_runtime()
     typed = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "What is it?"}]},
              {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]},
              {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "\nAnd this?"},

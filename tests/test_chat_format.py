@@ -128,13 +128,13 @@ def test_video_expansion_takes_the_clips_frame_rate(arch: str, processors) -> No
     """Every video family's processor takes a clip with its metadata (processor_media passes the rate
     its frames were sampled at), and the rate is used: Qwen3-VL writes the frames' times (4 frames at
     2 fps: pairs at 0.25 s and 1.25 s; at the processor's 24-fps fallback both would read 0.0 s)."""
-    from hooks.data.media import data_format, runtime, sample_video
+    from hooks.data.media import data_format, media_runtime, sample_video
 
     proc = processors(arch)
     facts = data_format(proc, ["pixel_values", "pixel_values_videos"])
     item = facts["media"]["video_item"]
     assert item, f"{arch}: no video item derived"
-    text = runtime().expand(proc, item, video=sample_video(4, 2.0), prefix=facts["media"]["item_prefix"])
+    text = media_runtime().expand(proc, item, video=sample_video(4, 2.0), prefix=facts["media"]["item_prefix"])
     assert len(proc.tokenizer(text, add_special_tokens=False)["input_ids"]) > 4, text
     if arch == "qwen3_vl":
         assert "<0.2 seconds>" in text and "<1.2 seconds>" in text, text

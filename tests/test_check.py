@@ -231,7 +231,7 @@ def test_unknown_moved_and_deprecated_keys(tmp_path: Path) -> None:
 
     _edit_config(tmp_path, edit)
     cfg = yaml.safe_load((tmp_path / "examples/m/m_config.yaml").read_text())
-    found = {f.what.split(" ")[0]: f for f in check.settings_findings(cfg, fw)}
+    found = {f.what.split(" ")[0]: f for f in check.schema_findings(cfg, fw)}
     assert set(found) == {"parallel.recompute", "model.loss_cfg", "training.fully_shard_parallel_size",
                           "training.lrr", "features.recompute_plan.use_reentrant",
                           "data.dataloader_param.collate_param.model_name", "tooling.x"}
@@ -256,7 +256,7 @@ def test_an_older_checkout_reads_recompute_and_the_collator_elsewhere(tmp_path: 
                       .replace('metadata={"help": "Deprecated: use collator_id."}', 'metadata={"help": "x"}'))
     fw = check.Framework.read(tmp_path)
     assert (fw.facts["recompute_in"], fw.facts["collator_key"]) == ("parallel", "model_name")
-    found = {f.what.split(" ")[0]: f.fix for f in check.settings_findings(CONFIG, fw)}
+    found = {f.what.split(" ")[0]: f.fix for f in check.schema_findings(CONFIG, fw)}
     assert found == {"features.recompute": "move it to parallel.recompute",
                      "features.recompute_plan": "move it to parallel.recompute_plan",
                      "data.dataloader_param.collate_param.collator_id":
@@ -364,7 +364,7 @@ def test_each_registry_names_the_own_file_that_registers_an_unloaded_name(
     ("def f(self, a, *args): pass", (1, None)),
 ])
 def test_hook_arity_leaves_out_self_and_cls(source: str, expected: tuple[int, int | None]) -> None:
-    assert check.hook_arity(check.ast.parse(source).body[0]) == expected
+    assert check.function_arity(check.ast.parse(source).body[0]) == expected
 
 
 # --- tier 2: a model rendered into a copy of the pinned MindSpeed-MM -----------------------------------------

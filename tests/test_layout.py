@@ -7,6 +7,7 @@ modules lazily), so a circle that only closes at run time is still found.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 HOOKS = Path(__file__).resolve().parent.parent / "hooks"
@@ -180,3 +181,77 @@ def test_the_questions_launch_nothing_but_the_probe() -> None:
     assert all(not calls for name, calls in starts.items() if name != "session"), starts
     assert {module for call, module in starts["session"] if call == "-m"} == {"hooks.probe"}
     assert {call for call, _ in starts["session"] if call != "-m"} == {"subprocess.run"}  # run() waits; never Popen
+
+
+def _top_level_names(path: Path) -> list[str]:
+    """The public names a module defines at its top level (functions, classes, constants)."""
+    names = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return [n for n in names if not n.startswith("_") and n != "main"]
+
+
+def _pipeline_modules() -> dict[str, Path]:
+    """The pipeline's modules (the fixtures in tiny/ and the code that runs inside the trainer's ranks aside)."""
+    return {name: path for name, path in _modules().items()
+            if not name.startswith("hooks.tiny") and "observer" not in path.parts}
+
+
+def test_a_public_name_has_one_home() -> None:
+    """Issue 34: no public name is defined in two modules (two ``settings_findings`` with different meanings, or one
+    constant spelled twice, is how facts drift apart)."""
+    homes: dict[str, list[str]] = {}
+    for module, path in _pipeline_modules().items():
+        for name in _top_level_names(path):
+            homes.setdefault(name, []).append(module)
+    twice = {name: modules for name, modules in homes.items() if len(modules) > 1}
+    assert not twice, twice
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    """A name used across modules is public where it is defined."""
+    found = []
+    for module, path in _pipeline_modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hooks"):
+                found += [f"{module} imports {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+    assert not found, found
+
+
+SCAFFOLD_SPELLINGS = re.compile(r"^examples(/|$)|\.copier-answers|mindspeed_mm/fsdp/models/|mindspeed_mm/fsdp/data/"
+                                r"datasets|tests/st/(shell_scripts|run_configs|baseline_results)")
+
+
+# The framework's own files, and a command's help naming the argument it takes (``.copier-answers/<model_id>.yml``).
+FRAMEWORK_OR_HELP = re.compile(r"mindspeed_mm/fsdp/models/modelhub\.py|<model_id>|<id>")
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    """ids of the string constants that are docstrings."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def test_scaffold_paths_are_spelled_in_one_module() -> None:
+    """Where a copy's files live is ``hooks.scaffold``'s to say: no other module builds such a path itself."""
+    found = []
+    for module, path in _pipeline_modules().items():
+        if module == "hooks.scaffold":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                    and SCAFFOLD_SPELLINGS.search(node.value) and not FRAMEWORK_OR_HELP.search(node.value)):
+                found.append(f"{module}:{node.lineno}: {node.value[:60]!r}")
+    assert not found, "\n".join(found)

@@ -58,7 +58,7 @@ def test_the_card_gives_the_function_and_what_it_references(tmp_path: Path) -> N
         assert kept in text
     for dropped in ("decord", "AutoModel", "path = ", "load_video", "from_pretrained", "pixel_values ="):
         assert dropped not in text  # script lines and what load_image never reaches
-    module = model_card.load(tmp_path, "load_image")
+    module = model_card.load_card(tmp_path, "load_image")
     from PIL import Image
 
     Image.new("RGB", (4, 4), "white").save(tmp_path / "white.png")

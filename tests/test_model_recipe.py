@@ -66,7 +66,7 @@ def test_the_recipe_is_read_off_the_card_and_run_on_the_weightless_build(fastvlm
     from transformers import AutoTokenizer
 
     from hooks.data.model_recipe import inside_model, recipe_facts
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
     _, cls, _ = load_config_and_class(fastvlm, trust_remote_code=True)
@@ -76,7 +76,7 @@ def test_the_recipe_is_read_off_the_card_and_run_on_the_weightless_build(fastvlm
     assert facts["problems"] == [] and fmt == {"kind": "recipe", "recipe_block": 0, "end_of_turn": "<|im_end|>\n",
                                                "per_sample": ["images"], "sentinels": [-200]}
     assert facts["inside_model"] == "model.vision_tower.image_processor (CLIPImageProcessor)"
-    data = runtime()
+    data = dataset_runtime()
     tokenizer = AutoTokenizer.from_pretrained(fastvlm)
     model = data.recording_model(cls, str(fastvlm))
     assert inside_model(model).startswith("model.vision_tower")
@@ -114,11 +114,11 @@ def test_the_recorded_sample_trains_through_the_models_own_forward(fastvlm: Path
     from PIL import Image
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
     _, cls, _ = load_config_and_class(fastvlm, trust_remote_code=True)
-    data = runtime()
+    data = dataset_runtime()
     tokenizer = AutoTokenizer.from_pretrained(fastvlm)
     recipe = data.ModelRecipe(tokenizer, data.recording_model(cls, str(fastvlm)),
                               data.recipe_code((fastvlm / "README.md").read_text(), 0))
@@ -158,9 +158,9 @@ def test_a_prompt_builder_stands_in_for_a_missing_card(tmp_path: Path) -> None:
     assert "IMAGE_TOKEN_INDEX = -200" in text and "the tokenizer has a chat template" in text
     builder.write_text(text.replace("    raise NotImplementedError(\"write the model card's inference recipe here\")\n",
                                     CARD_STEPS))
-    from hooks.data.builder import load
+    from hooks.data.builder import load_builder
 
-    assert is_prompt_builder(load(f"{builder}:build_prompt"))
+    assert is_prompt_builder(load_builder(f"{builder}:build_prompt"))
     facts = json.loads(probe(folder, trust_remote_code=True, sample_builder=f"{builder}:build_prompt")
                        .to_json(with_timings=False))["processor"]
     assert facts["problems"] == [] and facts["sample_format"] == {

@@ -13,7 +13,7 @@ import inspect
 
 import pytest
 
-from hooks.data.records import runtime, sample_format
+from hooks.data.records import dataset_runtime, sample_format
 
 ARCHS = ("fuyu", "kosmos2")
 TURNS = [("user", "What color is this?"), ("assistant", "It is red.")]
@@ -49,7 +49,7 @@ def _image(width: int = 80, rgb: tuple[int, int, int] = (220, 30, 30)):
 
 
 def _sample(processor, turns=TURNS, image=None):
-    rt = runtime()
+    rt = dataset_runtime()
     return rt.build_sample(processor, rt.SampleFormat(**sample_format(processor)), turns,
                            [image or _image()], 4096)
 
@@ -91,7 +91,7 @@ def test_only_the_answer_and_end_of_turn_are_trained(arch: str, loaded) -> None:
 def test_a_batch_of_differently_sized_images_trains(arch: str, loaded) -> None:
     import torch
 
-    rt = runtime()
+    rt = dataset_runtime()
     processor, model = loaded(arch)
     one = _sample(processor, image=_image(80))
     two = _sample(processor, [("user", "And this?"), ("assistant", "A much longer answer: it is blue.")],

@@ -168,12 +168,12 @@ def test_code_sample_tiles_flags_and_labels(model_code) -> None:
     trained with their ``<|im_end|>``, the separator's newline and every prompt token not."""
     from PIL import Image
 
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
     code, fmt = model_code
     turns = [("system", "Be brief."), ("user", "What is it?"), ("assistant", "Red."), ("user", "Sure?"),
              ("assistant", "Yes.")]
-    sample = runtime().build_sample(code, fmt, turns, [Image.new("RGB", (128, 64), "red")], 4096)
+    sample = dataset_runtime().build_sample(code, fmt, turns, [Image.new("RGB", (128, 64), "red")], 4096)
     tiles = sample["pixel_values"].shape[0]
     assert tiles == 3 and sample["image_flags"].tolist() == [[1]] * 3  # 2x1 grid + thumbnail
     ids = sample["input_ids"][0].tolist()
@@ -187,10 +187,10 @@ def test_code_sample_tiles_flags_and_labels(model_code) -> None:
 
 def test_code_stand_in_adds_tiles_but_no_tokens(model_code) -> None:
     """A text-only batch still runs the vision tower: stand-in tiles flagged 0, no token added or trained."""
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
     code, fmt = model_code
-    data = runtime()
+    data = dataset_runtime()
     sample = data.build_sample(code, fmt, [("user", "Hi?"), ("assistant", "Hi.")], [], 4096)
     batch = data.collate([sample], 0, frozenset({"input_ids", "attention_mask", "pixel_values", "image_flags"}),
                          data.stand_ins(code, fmt))

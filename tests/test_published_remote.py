@@ -169,13 +169,13 @@ def test_phi3_sample_format_is_read_off_its_processor(built) -> None:
     from PIL import Image
     from transformers import AutoProcessor
 
-    from hooks.data.records import runtime, sample_format
+    from hooks.data.records import dataset_runtime, sample_format
 
     processor = AutoProcessor.from_pretrained(built("phi3_vision_128k"), trust_remote_code=True)
     form = sample_format(processor)
     assert form == {"kind": "chat", "end_of_turn": "<|end|>", "template_on": "tokenizer",
                     "image_mark": "<|image_{n}|>", "one_text": True}
-    data = runtime()
+    data = dataset_runtime()
     images = [Image.new("RGB", (64, 48), "red"), Image.new("RGB", (48, 64), "blue")]
     turns = [("user", "<image>What color?"), ("assistant", "Red."), ("user", "<image>And this?"),
              ("assistant", "Blue.")]
@@ -219,7 +219,7 @@ def test_ovis2_method_is_read_off_its_model(built) -> None:
     from transformers import AutoTokenizer
 
     from hooks.data.model_method import method_facts
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.build import build_structure
     from hooks.model.loading import load_config_and_class
 
@@ -232,7 +232,7 @@ def test_ovis2_method_is_read_off_its_model(built) -> None:
                    "roles": ["system", "human", "gpt"], "method_kwargs": [("generation_preface", None),
                                                                           ("return_labels", True)],
                    "per_sample": ["pixel_values"], "end_of_turn": "<|im_end|>"} and facts["problems"] == []
-    data = runtime()
+    data = dataset_runtime()
     form = data.SampleFormat(**{k: tuple(v) if isinstance(v, list) else v for k, v in fmt.items()})
     tokenizer = AutoTokenizer.from_pretrained(folder)
     code = data.ModelMethod(tokenizer, getattr(data.weightless(cls, str(folder)), fmt["method"]))
@@ -260,7 +260,7 @@ def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
 
     from hooks.data.model_code import code_modules, find_function
     from hooks.data.model_context import context_facts
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.build import build_structure
     from hooks.model.loading import load_config_and_class
 
@@ -272,7 +272,7 @@ def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
     assert facts["problems"] == [] and fmt == {
         "kind": "context", "function": "qwen_generation_utils.make_context", "system_message":
         "You are a helpful assistant.", "chat_format": "chatml", "end_of_turn": "<|im_end|>"}
-    data = runtime()
+    data = dataset_runtime()
     form = data.SampleFormat(**{k: v for k, v in fmt.items() if k != "function"})
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     code = data.ModelContext(tokenizer, find_function(code_modules(cls), "make_context"), tmp_path)

@@ -90,7 +90,7 @@ def test_the_contract_is_checked_on_a_test_image() -> None:
 
 
 def test_answers_that_name_no_function_are_refused(tmp_path: Path) -> None:
-    from hooks.data.builder import load, parse
+    from hooks.data.builder import load_builder, parse
 
     (tmp_path / "b.py").write_text("def other(image):\n    return image\n")
     for spec, words in ((f"{tmp_path}/b.py", "is not path.py:function"), (f"{tmp_path}/none.py:f", "does not exist"),
@@ -98,7 +98,7 @@ def test_answers_that_name_no_function_are_refused(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match=words):
             parse(spec)
     with pytest.raises(ValueError, match="defines no function load_image"):
-        load(f"{tmp_path}/b.py:load_image")
+        load_builder(f"{tmp_path}/b.py:load_image")
 
 
 def test_the_skeleton_states_the_contract_with_the_models_figures(no_preprocessing: Path, tmp_path: Path) -> None:

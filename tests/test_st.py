@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from hooks.smoke.baseline import LOSS_REL_TOL, StPaths, baseline_json, compare, parse_log
+from hooks.scaffold import StPaths
+from hooks.smoke.baseline import LOSS_REL_TOL, baseline_json, compare_losses, parse_log
 
 # Two of the trainer's lines as MindSpeed-MM 57069cd5 logs them (train_engine.training_log, utils.report_memory).
 LOG = """\
@@ -36,14 +37,14 @@ def test_a_cpu_baseline_holds_losses_only_and_a_device_one_everything() -> None:
 
 
 def test_the_comparison_is_the_comparators_and_names_the_first_step_that_moved() -> None:
-    same = compare([8.0, 7.9, 7.8], [8.0, 7.9, 7.8])
+    same = compare_losses([8.0, 7.9, 7.8], [8.0, 7.9, 7.8])
     assert same.within and same.max_rel == 0 and same.line().startswith("ok (max rel diff 0.00% over 3 steps")
-    inside = compare([8.0, 7.9], [8.0 * (1 + LOSS_REL_TOL * 0.99), 7.9])
+    inside = compare_losses([8.0, 7.9], [8.0 * (1 + LOSS_REL_TOL * 0.99), 7.9])
     assert inside.within
-    moved = compare([8.0, 7.9, 7.8], [8.0, 8.1, 9.0])
+    moved = compare_losses([8.0, 7.9, 7.8], [8.0, 8.1, 9.0])
     assert not moved.within and moved.first_step == 2 and math.isclose(moved.max_rel, 1.2 / 7.8)
     assert moved.line().startswith("REGRESSION at step 2: loss 7.9 -> 8.1 (+2.53%")
-    short = compare([8.0, 7.9], [8.0])
+    short = compare_losses([8.0, 7.9], [8.0])
     assert not short.within and short.line() == "not comparable: 1 steps logged, the baseline has 2"
 
 

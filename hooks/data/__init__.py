@@ -16,6 +16,7 @@ from typing import Any
 # Sample formats made by the model's own data code (no processor class): its chat(), a sample method, make_context(),
 # the model card's quick-start code (``recipe``)
 MODEL_CODE_KINDS = ("code", "method", "context", "recipe")
+IGNORE_INDEX = -100  # the label of a token no loss is computed on (torch's cross_entropy default)
 
 
 def first_difference(ours: Sequence[object], theirs: Sequence[object]) -> int:

@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from hooks.data import MODEL_CODE_KINDS, first_difference, value_difference
+from hooks.data import IGNORE_INDEX, MODEL_CODE_KINDS, first_difference, value_difference
 from hooks.data.framework_batches import (
     environment_cause,
     framework_import_error,
@@ -47,8 +47,6 @@ from hooks.data.parity_samples import (
     video_clip,
     write_samples,
 )
-
-IGNORE = -100
 
 # --- comparison ---------------------------------------------------------------------------------
 
@@ -116,7 +114,7 @@ def compare_sample(name: str, ours: dict[str, Any], own: Any, tokenizer: Any, an
         if want and label != token:
             return "mismatch", [f"{name}: token {i} ({show(ids, i)!r}) is part of an answer or its end-of-turn "
                                 "token but is not trained"]
-        if label != IGNORE and not want:
+        if label != IGNORE_INDEX and not want:
             piece = tokenizer.decode([token], skip_special_tokens=False)
             if piece.strip():
                 return "mismatch", [f"{name}: token {i} ({piece!r}) is trained but is prompt, system, media or "
@@ -159,7 +157,7 @@ def text_only_check(batch: dict[str, Any], sample_length: int, takes_images: boo
                                 f"{what}s would skip the {tower} tower and hang the others"]
     mask, labels = _rows(batch, "attention_mask")[0], _rows(batch, "labels")[0]
     names = " and ".join(what for what, _ in stand_ins)
-    if sum(1 for m in mask if m) != sample_length or any(lab != IGNORE for lab in labels[sample_length:]):
+    if sum(1 for m in mask if m) != sample_length or any(lab != IGNORE_INDEX for lab in labels[sample_length:]):
         return "mismatch", [f"text only: the stand-in {names}'s tokens are attended to or trained"]
     return "match", [f"text only: a stand-in {names} {'is' if len(stand_ins) == 1 else 'are'} added, not attended "
                      "to and not trained"]
@@ -187,7 +185,7 @@ def _processor_choice(model_dir: Path, trust: bool, processor: Any, use_fast: bo
             f"preprocess_parameters say); the model's default is {default}: pixel values may differ slightly from it")
 
 
-def check(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def batch_parity(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """Run both sides on the samples and judge; the payload the caller turns into a ParityResult.
 
     ``spec``: ``forward_keys`` (what forward names), ``forward_kwargs`` (it also takes **kwargs),
@@ -271,9 +269,9 @@ def own_load(form: dict[str, Any], use_fast: bool) -> dict[str, Any]:
     ``ValidationMode.finetuning``; its ``from_pretrained`` refuses ``use_fast``)."""
     if form.get("kind") != "template":
         return {"use_fast": use_fast}
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    return {"mode": runtime().training_mode(form["load_mode"])} if form.get("load_mode") else {}
+    return {"mode": dataset_runtime().training_mode(form["load_mode"])} if form.get("load_mode") else {}
 
 
 def by_sample(findings: list[str]) -> list[str]:
@@ -321,13 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hooks.data.batch", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True, help="a YAML with the data section and plugins")
     parser.add_argument("--model-dir", type=Path, required=True)
-    parser.add_argument("--spec", type=Path, required=True, help="JSON: what check() needs to know of the model")
+    parser.add_argument("--spec", type=Path, required=True, help="JSON: what batch_parity() needs to know of the model")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     import yaml
 
     try:
-        payload = check(yaml.safe_load(args.config.read_text()), args.model_dir, json.loads(args.spec.read_text()))
+        payload = batch_parity(yaml.safe_load(args.config.read_text()), args.model_dir,
+                               json.loads(args.spec.read_text()))
     except Exception as err:  # noqa: BLE001 - the check could not run: an error verdict with its cause
         payload = {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
                    "environment": environment_cause(err),

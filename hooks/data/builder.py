@@ -30,7 +30,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-MODULE = "sample_builder"
+BUILDER_MODULE = "sample_builder"
 CONTRACT = ("takes one image (a PIL RGB image; or a file path when its first parameter is opened with "
             "Image.open) and returns a floating torch tensor (tiles, channels, height, width): the tiles the "
             "model's chat() takes as pixel_values, normalised as its vision tower was trained")
@@ -53,7 +53,7 @@ def resolve(spec: str) -> str:
     return f"{file}:{function}"
 
 
-def load(spec: str) -> Any:
+def load_builder(spec: str) -> Any:
     """The builder function, from its file loaded as a module named ``sample_builder`` (as the plugin imports it).
 
     Runs the user's file: it is the user's own code, named in an answer."""
@@ -62,7 +62,7 @@ def load(spec: str) -> Any:
 
     ensure_torchvision()  # preprocessing code imports torchvision.transforms
     text = file.read_text(encoding="utf-8")
-    module = types.ModuleType(MODULE)
+    module = types.ModuleType(BUILDER_MODULE)
     module.__file__ = str(file)
     linecache.cache[str(file)] = (len(text), None, text.splitlines(True), str(file))  # inspect.getsource
     exec(compile(text, str(file), "exec"), module.__dict__)  # noqa: S102 - the user's own builder
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.model_dir / "config.json").is_file():
         print(f"error: {args.model_dir} has no config.json", file=sys.stderr)
         return 2
-    text = (prompt_builder.skeleton(args.model_dir, args.function) if args.contract == "prompt" else
+    text = (prompt_builder.prompt_skeleton(args.model_dir, args.function) if args.contract == "prompt" else
             skeleton(args.model_dir, args.function))
     args.skeleton.write_text(text, encoding="utf-8")
     print(f"wrote {args.skeleton}: fill in {args.function}, then copy with "

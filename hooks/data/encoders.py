@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-IGNORE_INDEX = -100
+from hooks.data import IGNORE_INDEX
 
 # A built-in sample: distinct colours so that answers differ between ranks and steps.
 _BUILTIN_COLOURS = [
@@ -204,9 +204,9 @@ def _encode_own_convention(processor: Any, messages: list[dict[str, Any]], folde
     own chat-template call on the clips, loaded again from ``folder`` in its training mode: ``template``)."""
     import tempfile
 
-    from hooks.data.records import runtime, sample_format, template_call
+    from hooks.data.records import dataset_runtime, sample_format, template_call
 
-    data = runtime()
+    data = dataset_runtime()
     images, prompt, answer = _images_prompt_answer(messages)
     form = sample_format(processor, folder)
     if form["kind"] != "template":

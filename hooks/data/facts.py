@@ -101,11 +101,11 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
 
 def _prompt_builder(spec: str) -> bool:
     """The answer names a prompt builder (``hooks.data.prompt_builder``), not an image function for chat()."""
-    from hooks.data.builder import load
+    from hooks.data.builder import load_builder
     from hooks.data.prompt_builder import is_prompt_builder
 
     try:
-        return is_prompt_builder(load(spec))
+        return is_prompt_builder(load_builder(spec))
     except Exception:  # noqa: BLE001 - the image-function path reports the file's own error
         return False
 

@@ -22,10 +22,10 @@ from typing import Any
 from hooks import TEMPLATE_ROOT, load_partial
 from hooks.data import first_difference
 
-RUNTIME = TEMPLATE_ROOT / "partials" / "processor_media.py"
+MEDIA_RUNTIME = TEMPLATE_ROOT / "partials" / "processor_media.py"
 
 
-def runtime() -> ModuleType:
+def media_runtime() -> ModuleType:
     """``partials/processor_media.py`` as a module (the same file branch b's plugin imports)."""
     return load_partial("processor_media.py")
 
@@ -46,7 +46,7 @@ def media_facts(processor: Any, chat: dict[str, Any], forward_params: list[str])
     if not item:
         facts["video_item"] = None
         return facts
-    media = runtime()
+    media = media_runtime()
     if bos and bos not in item and bos in media.expand(processor, item, image=sample_image()):
         facts["item_prefix"] = bos
     out = media._call(processor, [facts["item_prefix"] + item], [[sample_image()]], None)
@@ -72,7 +72,7 @@ def audio_media_facts(processor: Any, chat: dict[str, Any], forward_params: list
     calls it."""
     from hooks.data.audio import audio_kwarg, sample_clip, sampling_rate
 
-    media = runtime()
+    media = media_runtime()
     facts.update(audio_item=chat["audio_item"], audio_kwarg=audio_kwarg(processor) or "audio",
                  sampling_rate=sampling_rate(processor))
     out = media._call(processor, [chat["audio_item"]], None, None, [[sample_clip()]], media_format(chat, facts))
@@ -84,13 +84,13 @@ def audio_media_facts(processor: Any, chat: dict[str, Any], forward_params: list
 
 def sample_video(frames: int = 4, fps: float = 2.0) -> Any:
     """A short clip as the data path hands it to the processor: decoded frames and their rate."""
-    return runtime().Clip([sample_image(color=(40 * i, 30, 200 - 40 * i)) for i in range(frames)], fps)
+    return media_runtime().Clip([sample_image(color=(40 * i, 30, 200 - 40 * i)) for i in range(frames)], fps)
 
 
 def media_format(chat: dict[str, Any], media: dict[str, Any]) -> Any:
     """The runtime ``MediaFormat`` from frozen facts (what the generated plugin builds from its constants)."""
     audio = {key: media[key] for key in ("audio_item", "audio_kwarg", "sampling_rate") if media.get(key)}
-    return runtime().MediaFormat(
+    return media_runtime().MediaFormat(
         image_item=chat["image_item"], video_item=media["video_item"], item_prefix=media["item_prefix"],
         text_lead=chat["text_lead"], no_lead_after=tuple(f"<{kind}>" for kind in chat["no_lead_after"]),
         batch_keys=frozenset(media["batch_keys"]), token_types={int(k): v for k, v in media["token_types"].items()},
@@ -98,7 +98,7 @@ def media_format(chat: dict[str, Any], media: dict[str, Any]) -> Any:
 
 
 def runtime_source() -> str:
-    return Path(RUNTIME).read_text(encoding="utf-8")
+    return Path(MEDIA_RUNTIME).read_text(encoding="utf-8")
 
 
 def data_format(processor: Any, forward_params: list[str], form: dict[str, Any] | None = None) -> dict[str, Any] | None:
@@ -246,7 +246,7 @@ def _in_place_problem(processor: Any, chat: dict[str, Any], media: dict[str, Any
     data = [{"role": "user", "content": f"<{kind}>" * len(items) + "Describe."},
             {"role": "assistant", "content": answer}]
     images, clips = (items, []) if kind == "image" else ([], items)
-    expanded = runtime().expand_messages(data, processor, images, [], media_format(chat, media), clips)
+    expanded = media_runtime().expand_messages(data, processor, images, [], media_format(chat, media), clips)
     text = fmt.render_contents(None, [m["content"] for m in expanded])
     tokenizer = processor.tokenizer
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]

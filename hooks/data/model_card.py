@@ -21,7 +21,7 @@ import types
 from pathlib import Path
 
 CARD = "README.md"
-MODULE = "model_card"
+CARD_MODULE = "model_card"
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _FENCE = re.compile(r"^```(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -90,7 +90,7 @@ def module_text(model_dir: Path, name: str) -> str | None:
             + source)
 
 
-def load(model_dir: Path, name: str) -> types.ModuleType | None:
+def load_card(model_dir: Path, name: str) -> types.ModuleType | None:
     """The card's definitions for ``name`` as a module named ``model_card`` (None when the card has none)."""
     text = module_text(model_dir, name)
     if text is None:
@@ -98,8 +98,8 @@ def load(model_dir: Path, name: str) -> types.ModuleType | None:
     from hooks.compat import ensure_torchvision
 
     ensure_torchvision()  # the card's preprocessing imports torchvision.transforms
-    module = types.ModuleType(MODULE)
-    module.__file__ = f"{MODULE}.py (from {Path(model_dir) / CARD})"
+    module = types.ModuleType(CARD_MODULE)
+    module.__file__ = f"{CARD_MODULE}.py (from {Path(model_dir) / CARD})"
     linecache.cache[module.__file__] = (len(text), None, text.splitlines(True), module.__file__)  # getsource
     exec(compile(text, module.__file__, "exec"), module.__dict__)  # noqa: S102 - the user consented to the release's code
     return module

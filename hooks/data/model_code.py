@@ -32,10 +32,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hooks.data import first_difference, value_difference
+from hooks.data import IGNORE_INDEX, first_difference, value_difference
 
 IMAGE_FUNCTION, CONVERSATION_FUNCTION = "load_image", "get_conv_template"
-IGNORE = -100
 PASSED_THROUGH = ("input_ids", "attention_mask", "pixel_values", "labels", "position_ids")
 
 
@@ -72,7 +71,7 @@ def own_modules(cls: type, model_dir: Path) -> list[ModuleType]:
     from hooks.data import model_card
 
     modules = code_modules(cls)
-    if find_function(modules, IMAGE_FUNCTION) is None and (card := model_card.load(model_dir, IMAGE_FUNCTION)):
+    if find_function(modules, IMAGE_FUNCTION) is None and (card := model_card.load_card(model_dir, IMAGE_FUNCTION)):
         modules.append(card)
     return modules
 
@@ -86,7 +85,7 @@ def data_functions(cls: type, model_dir: Path, builder: str = "") -> tuple[Any |
     if builder:
         from hooks.data import builder as sample_builder
 
-        return sample_builder.load(builder), get_conv
+        return sample_builder.load_builder(builder), get_conv
     return find_function(modules, IMAGE_FUNCTION), get_conv
 
 
@@ -225,9 +224,9 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool, 
 
         if problems := contract_problems(load_image, model.config, image, image_file):
             return {"problems": problems, "builder": builder}
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    data = runtime()
+    data = dataset_runtime()
     pixels = data.code_tiles(data.ModelCode(tokenizer, load_image, None), data.SampleFormat(kind="code",
                                                                                         image_file=image_file), image)
     call = capture_chat(model, tokenizer, pixels, "Describe it.")
@@ -252,9 +251,9 @@ def code_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: bool, 
 
 def runtime_code(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_conv: Any) -> tuple[Any, Any]:
     """(ModelCode, SampleFormat) of the dataset runtime for these facts, as the generated plugin makes them."""
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    data = runtime()
+    data = dataset_runtime()
 
     def conversation() -> Any:
         conv = get_conv(fmt["template"]) if fmt.get("template") is not None else get_conv()
@@ -271,9 +270,10 @@ def rebuild_prompt(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_con
                    question: str) -> list[int]:
     """The runtime's ids up to the answer, for one image and ``question``."""
     code, sample_format = runtime_code(fmt, tokenizer, load_image, get_conv)
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    sample = runtime().build_sample(code, sample_format, [("user", question), ("assistant", "Yes.")], [image], 1 << 20)
+    sample = dataset_runtime().build_sample(code, sample_format, [("user", question), ("assistant", "Yes.")], [image],
+                                            1 << 20)
     labels = sample["labels"][0].tolist()
     return sample["input_ids"][0].tolist()[:next(i for i, v in enumerate(labels) if v != -100)]
 
@@ -281,7 +281,7 @@ def rebuild_prompt(fmt: dict[str, Any], tokenizer: Any, load_image: Any, get_con
 # --- data parity (run by hooks.data.batch inside the framework's environment) ----------------------
 
 
-def end_of_turn(get_conv: Any, fmt: dict[str, Any]) -> str:
+def code_end_of_turn(get_conv: Any, fmt: dict[str, Any]) -> str:
     """What the model's conversation writes right after an answer, up to whitespace (``<|im_end|>``)."""
     conv = runtime_code(fmt, None, None, get_conv)[0].conversation()
     conv.append_message(conv.roles[0], "Q")
@@ -323,7 +323,7 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     model, _, _ = build_structure(cls, config, model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
     load_image, get_conv = data_functions(cls, model_dir, spec["sample_format"].get("builder", ""))
-    eot = end_of_turn(get_conv, spec["sample_format"])
+    eot = code_end_of_turn(get_conv, spec["sample_format"])
     details, names, call = [], [], None
     for (name, images, question, answer), (length, ours) in zip(samples, batches, strict=True):
         names.append(name)
@@ -352,8 +352,8 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
                 *details, f"{name}: input_ids differ from the model's own chat() at token {at}: the plugin writes "
                           f"{tokenizer.decode(ids[max(at - 3, 0):at + 4])!r}, chat() "
                           f"{tokenizer.decode(prompt[max(at - 3, 0):at + 4])!r}"]}
-        trained = [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE]
-        if any(lab != IGNORE for lab in labels[:len(prompt)]) or not _trains_answer(trained, tokenizer, call,
+        trained = [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE_INDEX]
+        if any(lab != IGNORE_INDEX for lab in labels[:len(prompt)]) or not _trains_answer(trained, tokenizer, call,
                                                                                     answer + eot):
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {tokenizer.decode(trained)!r}, not the answer and its end of turn "

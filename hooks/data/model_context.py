@@ -22,11 +22,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hooks.data import first_difference
+from hooks.data import IGNORE_INDEX, first_difference
 from hooks.data.model_code import code_modules, find_function, recording
 
 CONTEXT_FUNCTION, LIST_FORMAT = "make_context", "from_list_format"
-IGNORE = -100
 
 
 class _Recorded(Exception):
@@ -68,7 +67,7 @@ def _defaults(cls: type, model: Any) -> tuple[str, str]:
     return (system.default if system is not None and isinstance(system.default, str) else ""), chat_format
 
 
-def end_of_turn(make_context: Any, tokenizer: Any, chat_format: str) -> str:
+def context_end_of_turn(make_context: Any, tokenizer: Any, chat_format: str) -> str:
     """What ``make_context`` writes right after an answer in the history, up to whitespace (``<|im_end|>``)."""
     text = make_context(tokenizer, "Q", history=[("q", "\x00")], system="", chat_format=chat_format)[0]
     after = text.split("\x00", 1)[1].split()
@@ -99,7 +98,7 @@ def context_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: boo
     module = sys.modules[make_context.__module__].__name__.rpartition(".")[2]
     return {"sample_format": {"kind": "context", "function": f"{module}.{CONTEXT_FUNCTION}",
                               "system_message": system, "chat_format": chat_format,
-                              "end_of_turn": end_of_turn(make_context, tokenizer, chat_format)},
+                              "end_of_turn": context_end_of_turn(make_context, tokenizer, chat_format)},
             "problems": problems}
 
 
@@ -154,8 +153,8 @@ def check_context(batches: list[tuple[int, Any]], samples: list[tuple[str, list[
                 *details, f"{name}: input_ids differ from the model's own chat() at token {at}: the plugin writes "
                           f"{tokenizer.decode(ids[max(at - 3, 0):at + 4])!r}, chat() "
                           f"{tokenizer.decode(prompt[max(at - 3, 0):at + 4])!r}"]}
-        trained = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE])
-        if any(lab != IGNORE for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
+        trained = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE_INDEX])
+        if any(lab != IGNORE_INDEX for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
                           f"{answer + fmt['end_of_turn']!r}"]}

@@ -24,9 +24,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from hooks.data import first_difference, value_difference
+from hooks.data import IGNORE_INDEX, first_difference, value_difference
 
-IGNORE = -100
 # (role key, text key, names of the system, user and assistant roles), in the order they are tried
 CONVERSATION_FORMS = (("from", "value", ("system", "human", "gpt")),
                       ("role", "content", ("system", "user", "assistant")))
@@ -79,7 +78,7 @@ def method_facts(cls: type, model: Any, model_dir: Path, forward_params: list[st
             try:
                 out = bound(copy.deepcopy(conversation), [image], **kwargs)
                 _, ids, media, labels = out
-                trained = _ids_text(tokenizer, ids[labels != IGNORE])
+                trained = _ids_text(tokenizer, ids[labels != IGNORE_INDEX])
             except Exception as err:  # noqa: BLE001 - could not evaluate this form: another may work
                 causes.append(f"{role_key}/{text_key}: {type(err).__name__}: {str(err)[:120]}")
                 continue
@@ -109,13 +108,13 @@ def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     import transformers
     from PIL import Image
 
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
     fmt = spec["sample_format"]
     trust = bool(spec.get("trust_remote_code"))
     _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
-    method = getattr(runtime().weightless(cls, str(model_dir)), fmt["method"])
+    method = getattr(dataset_runtime().weightless(cls, str(model_dir)), fmt["method"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
     key = fmt["per_sample"][0]
     details, names = [], []
@@ -142,8 +141,8 @@ def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
                 *details, f"{name}: input_ids differ from the model card's {fmt['method']}() at token {at}: the "
                           f"plugin writes {_ids_text(tokenizer, ids[max(at - 3, 0):at + 4])!r}, the card "
                           f"{_ids_text(tokenizer, prompt[max(at - 3, 0):at + 4])!r}"]}
-        trained = _ids_text(tokenizer, [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE])
-        if any(lab != IGNORE for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
+        trained = _ids_text(tokenizer, [t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE_INDEX])
+        if any(lab != IGNORE_INDEX for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
                           f"{answer + fmt['end_of_turn']!r}"]}

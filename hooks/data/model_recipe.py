@@ -23,19 +23,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hooks.data import first_difference, value_difference
+from hooks.data import IGNORE_INDEX, first_difference, value_difference
+from hooks.data.model_card import CARD
 
-IGNORE = -100
-CARD = "README.md"
 PROBE_TURN, PROBE_ANSWER = "<image>\nDescribe it.", "Yes."
 
 
 def recipe_blocks(card_text: str) -> list[int]:
     """Indexes of the card's Python blocks that could be its quick-start: they call ``generate`` and hold
     ``<image>`` (the user turn they ask about an image)."""
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    return [i for i, block in enumerate(runtime().card_blocks(card_text))
+    return [i for i, block in enumerate(dataset_runtime().card_blocks(card_text))
             if ".generate(" in block and "<image>" in block]
 
 
@@ -56,7 +55,7 @@ def inside_model(model: Any) -> str:
     return ""
 
 
-def end_of_turn(tokenizer: Any) -> str:
+def recipe_end_of_turn(tokenizer: Any) -> str:
     """What the chat template writes after an answer (``<|im_end|>`` and a newline), the EOS token without one."""
     if not getattr(tokenizer, "chat_template", None):
         return tokenizer.eos_token or ""
@@ -76,15 +75,15 @@ def recipe_facts(cls: type, model_dir: Path, forward_params: list[str], trust_re
     from PIL import Image
     from transformers import AutoTokenizer
 
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    data = runtime()
+    data = dataset_runtime()
     card = Path(model_dir) / CARD
     if builder:
-        from hooks.data.builder import load
+        from hooks.data.builder import load_builder
 
         try:
-            candidates: list[tuple[int, str, Any]] = [(-1, f"the sample builder {builder}", load(builder))]
+            candidates: list[tuple[int, str, Any]] = [(-1, f"the sample builder {builder}", load_builder(builder))]
         except Exception as err:  # noqa: BLE001 - the user's file: never evidence, the cause is the answer
             return {"problems": [f"could not evaluate the sample builder {builder} ({type(err).__name__}: "
                                  f"{str(err)[:300]})"], "builder": builder}
@@ -109,7 +108,7 @@ def recipe_facts(cls: type, model_dir: Path, forward_params: list[str], trust_re
             causes.append(f"{label}: hands generate {sorted(out)} ({', '.join(map(str, marks)) or 'no'} "
                           f"placeholder id outside the vocabulary; forward takes {', '.join(forward_params)})")
             continue
-        return {"sample_format": {"kind": "recipe", "recipe_block": block, "end_of_turn": end_of_turn(tokenizer),
+        return {"sample_format": {"kind": "recipe", "recipe_block": block, "end_of_turn": recipe_end_of_turn(tokenizer),
                                   "per_sample": media, "sentinels": marks, **({"builder": builder} if builder else {})},
                 "inside_model": inside_model(model), "problems": []}
     what = f"the sample builder {builder}" if builder else "the model card's quick-start"
@@ -132,18 +131,18 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     import transformers
     from PIL import Image
 
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
     fmt = spec["sample_format"]
     trust = bool(spec.get("trust_remote_code"))
     _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
-    data = runtime()
+    data = dataset_runtime()
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
     if fmt.get("builder"):
-        from hooks.data.builder import load
+        from hooks.data.builder import load_builder
 
-        code = load(fmt["builder"])
+        code = load_builder(fmt["builder"])
     else:
         code = data.recipe_code((Path(model_dir) / CARD).read_text(encoding="utf-8"), fmt["recipe_block"])
     recipe = data.ModelRecipe(tokenizer, data.recording_model(cls, str(model_dir)), code)
@@ -172,8 +171,8 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: input_ids differ from what the model card hands generate at token {at}: the "
                           f"plugin writes {ids[max(at - 3, 0):at + 4]}, the card {prompt[max(at - 3, 0):at + 4]}"]}
-        trained = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE])
-        if any(lab != IGNORE for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
+        trained = tokenizer.decode([t for t, lab in zip(ids, labels, strict=True) if lab != IGNORE_INDEX])
+        if any(lab != IGNORE_INDEX for lab in labels[:len(prompt)]) or trained != answer + fmt["end_of_turn"]:
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
                           f"{answer + fmt['end_of_turn']!r}"]}

@@ -38,8 +38,8 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks, scaffold
 from hooks.data import MODEL_CODE_KINDS
+from hooks.model.shrink import is_weight_file
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack")
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
 CHECK_CODE = tuple(TEMPLATE_ROOT / p for p in (  # the check's own code: a verdict is cached on it too
     "hooks/data/batch.py", "hooks/data/parity_samples.py", "hooks/data/framework_batches.py", "hooks/data/media.py",
@@ -173,9 +173,9 @@ def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], s
     """``run_check`` without a new interpreter; it takes this process over (only a fork about to exit may)."""
     try:
         enter_framework(dest, mindspeed_home, scratch)
-        from hooks.data.batch import check
+        from hooks.data.batch import batch_parity
 
-        return result_from_payload(check(config, model_dir, spec))
+        return result_from_payload(batch_parity(config, model_dir, spec))
     except Exception as err:  # noqa: BLE001 - an error verdict is not cached: postgen then reruns the check
         from hooks.data.framework_batches import environment_cause
 
@@ -219,7 +219,7 @@ def parity_key(dest: Path, model_dir: Path, config: dict[str, Any], plugin_files
         basic.pop(key, None)
     parts = [json.dumps(data, sort_keys=True), json.dumps(spec, sort_keys=True), python, str(dest), str(model_dir)]
     parts += [hashlib.sha256(p.read_bytes()).hexdigest() for p in (*CHECK_CODE, *plugin_files)]
-    model_files = sorted(p for p in model_dir.iterdir() if p.is_file() and not p.name.endswith(WEIGHT_SUFFIXES))
+    model_files = sorted(p for p in model_dir.iterdir() if p.is_file() and not is_weight_file(p.name))
     parts += [_stamp(p) for p in (*model_files, *sorted((dest / "mindspeed_mm" / "fsdp" / "data").rglob("*.py")))]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 

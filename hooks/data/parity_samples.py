@@ -116,7 +116,7 @@ def video_clip(config: dict[str, Any], clip: Path) -> Any:
     frames, and the comparison is about what the processor and template make of them (timestamps
     included: Qwen3-VL writes each frame's time).
     """
-    from hooks.data.media import runtime
+    from hooks.data.media import media_runtime
     from mindspeed_mm.fsdp.data.data_utils.func_utils.template import TEMPLATES
 
     pre = config["data"]["dataset_param"].get("preprocess_parameters") or {}
@@ -125,7 +125,7 @@ def video_clip(config: dict[str, Any], clip: Path) -> Any:
                                        image_min_pixels=pre.get("video_min_pixels", 16 * 16),
                                        video_fps=pre.get("video_fps", 2.0), video_maxlen=pre.get("video_maxlen", 128),
                                        )["videos"][0]
-    return runtime().Clip(frames, len(frames) / (VIDEO_FRAMES / VIDEO_FPS))
+    return media_runtime().Clip(frames, len(frames) / (VIDEO_FRAMES / VIDEO_FPS))
 
 
 def own_conversation(index: int, media_root: Path, media: list[str] | tuple[str, ...] = ("image",),

@@ -99,9 +99,9 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
         problem = placeholder_error(record)
         if problem:
             return f"data_json: record {index} of {path} {problem}"
-    from hooks.data.records import answer_error, runtime
+    from hooks.data.records import answer_error, dataset_runtime
 
-    return answer_error(path, records, runtime().FieldMap())  # the huggingface shape: messages of role/content
+    return answer_error(path, records, dataset_runtime().FieldMap())  # the huggingface shape: messages of role/content
 
 
 def placeholder_error(record: dict[str, Any]) -> str:
@@ -304,12 +304,12 @@ def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fiel
     from transformers import AutoProcessor
 
     from hooks.data.audio import audio_facts, with_audio
-    from hooks.data.records import runtime, sample_format, template_call
+    from hooks.data.records import dataset_runtime, sample_format, template_call
 
     processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     if not hasattr(processor, "tokenizer"):
         return ""
-    data = runtime()
+    data = dataset_runtime()
     form = with_audio(sample_format(processor, model_dir), processor, audio_facts(processor, []))
     fmt = data.SampleFormat(**form)
     mapping = data.FieldMap(**fields)

@@ -65,7 +65,7 @@ def figures(model_dir: Path) -> list[str]:
     return found
 
 
-def skeleton(model_dir: Path, function: str = FUNCTION) -> str:
+def prompt_skeleton(model_dir: Path, function: str = FUNCTION) -> str:
     """A prompt-builder file for ``model_dir`` whose docstring states the contract with the model's own figures."""
     import textwrap
 

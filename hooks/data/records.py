@@ -30,10 +30,10 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, load_partial
 
-RUNTIME = TEMPLATE_ROOT / "partials" / "processor_dataset.py"
+DATASET_RUNTIME = TEMPLATE_ROOT / "partials" / "processor_dataset.py"
 
 
-def runtime() -> ModuleType:
+def dataset_runtime() -> ModuleType:
     """``partials/processor_dataset.py`` as a module (the same file branch c's plugin imports)."""
     return load_partial("processor_dataset.py")
 
@@ -76,7 +76,7 @@ def template_form(processor: Any, folder: Path | None = None) -> dict[str, Any] 
     if (extractor_of(processor)[1] is None or audio_kwarg(processor)
             or not callable(getattr(processor, "apply_chat_template", None))):
         return None
-    rt = runtime()
+    rt = dataset_runtime()
     form = {"kind": "template", "end_of_turn": "", "media": ["audio"], "sampling_rate": sampling_rate(processor)}
     question, answer = [("user", rt.AUDIO_PLACEHOLDER + "Describe it.")], [("assistant", "A tone.")]
     with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:
@@ -123,7 +123,7 @@ def training_mode_of(tokenizer: Any) -> str:
 def template_call(processor: Any, fmt: dict[str, Any], folder: Path | None, audio_dir: Path) -> Any:
     """The runtime's ``TemplateCall`` for ``processor`` (loaded as its model card loads it): loaded again from
     ``folder`` in ``fmt``'s training mode, as the generated dataset plugin loads it."""
-    rt = runtime()
+    rt = dataset_runtime()
     form = rt.SampleFormat(**fmt)
     trainer = processor
     if form.load_mode:
@@ -152,7 +152,7 @@ def _chat_end_of_turn(processor: Any, fmt: dict[str, Any]) -> str:
     chat-format derivation cannot read (typed items only): the data parity's reference trains them too."""
     from hooks.data.chat_format import closing_tokens
 
-    rt = runtime()
+    rt = dataset_runtime()
     form = rt.SampleFormat(kind="chat", **fmt)
     typed = [{"role": role, "content": [{"type": "text", "text": text}]} for role, text in
              (("user", "Hi"), ("assistant", "OK"))]
@@ -170,7 +170,7 @@ def one_image_call(processor: Any, fmt: dict[str, Any]) -> Any:
     """The processor's output for one 64x64 image and a short user turn, called as the data path calls it."""
     from PIL import Image
 
-    rt = runtime()
+    rt = dataset_runtime()
     form = rt.SampleFormat(**fmt)
     image = Image.new("RGB", (64, 64), "red")
     if form.kind == "chat":
@@ -192,7 +192,7 @@ def one_audio_call(processor: Any, fmt: dict[str, Any], folder: Path | None = No
     processor is loaded from in its training mode)."""
     from hooks.data.audio import sample_clip
 
-    rt = runtime()
+    rt = dataset_runtime()
     if fmt.get("kind") == "template":
         turns = [("user", rt.AUDIO_PLACEHOLDER + "Describe it."), ("assistant", "A tone.")]
         with tempfile.TemporaryDirectory(prefix="msmm-clips-") as tmp:
@@ -272,7 +272,7 @@ def _writes_own_query(processor: Any) -> bool:
     return given == processor.tokenizer(["Hi"])["input_ids"]
 
 
-FIELD_NAMES = tuple(f.name for f in dataclass_fields(runtime().FieldMap))
+FIELD_NAMES = tuple(f.name for f in dataclass_fields(dataset_runtime().FieldMap))
 
 
 def parse_fields(text: str) -> dict[str, str]:
@@ -297,13 +297,13 @@ def parse_fields(text: str) -> dict[str, str]:
 def fields_error(data_json: str, text: str) -> str:
     """Why the first record of ``data_json`` does not fit the mapping ("" if it does)."""
     try:
-        mapping = runtime().FieldMap(**parse_fields(text))
+        mapping = dataset_runtime().FieldMap(**parse_fields(text))
     except ValueError as err:
         return str(err)
     if not str(data_json or "").strip():
         return ""
     try:
-        records = runtime().read_records(Path(data_json).expanduser())
+        records = dataset_runtime().read_records(Path(data_json).expanduser())
         mapping.turns(records[0])
     except (OSError, ValueError, IndexError) as err:
         return f"data_json: cannot read a record from {data_json} ({type(err).__name__}: {err})"

@@ -27,19 +27,19 @@ from jinja2 import Undefined, pass_context
 from jinja2.ext import Extension
 from jinja2.runtime import Context
 
-TEMPLATE_ROOT = Path(__file__).resolve().parents[2]
-if str(TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.facts
-    sys.path.insert(0, str(TEMPLATE_ROOT))
+_TEMPLATE_ROOT = Path(__file__).resolve().parents[2]
+if str(_TEMPLATE_ROOT) not in sys.path:  # copier loads this file by path; the checks live in hooks.model.facts
+    sys.path.insert(0, str(_TEMPLATE_ROOT))
 # `copier update` loads this file once per template version in one process (the old version's replay first, from a
 # temporary clone it then deletes): this version's filters must import this version's hooks, not the cached ones.
 _loaded = sys.modules.get("hooks")
-if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve().parents[1] != TEMPLATE_ROOT:
+if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve().parents[1] != _TEMPLATE_ROOT:
     for _name in [n for n in sys.modules if n == "hooks" or n.startswith("hooks.")]:
         del sys.modules[_name]
-    sys.path.remove(str(TEMPLATE_ROOT))
-    sys.path.insert(0, str(TEMPLATE_ROOT))
+    sys.path.remove(str(_TEMPLATE_ROOT))
+    sys.path.insert(0, str(_TEMPLATE_ROOT))
 
-from hooks.framework import checkout  # noqa: E402 - needs TEMPLATE_ROOT on sys.path
+from hooks.framework import checkout  # noqa: E402 - needs _TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV  # noqa: E402
 from hooks.render.files import RENDER_FILTERS  # noqa: E402
 from hooks.render.session import EVIDENCE, cutoff_error, facts_of, memory_plan, probe_extras, run_probe  # noqa: E402
@@ -201,13 +201,13 @@ def data_fields_error(data_json: str, data_fields: str, media_root: str = "", mo
     (``hooks.data.records``), then the media the mapped records name, decoded, and their lengths
     (``hooks.data.preflight``)."""
     from hooks.data.preflight import mapped_media, media_error
+    from hooks.data.records import dataset_runtime, parse_fields
     from hooks.data.records import fields_error as check
-    from hooks.data.records import parse_fields, runtime
 
     problem = check(os.path.expanduser(str(data_json or "")), str(data_fields or ""))
     if problem:
         return problem
-    mapping = runtime().FieldMap(**parse_fields(str(data_fields or "")))
+    mapping = dataset_runtime().FieldMap(**parse_fields(str(data_fields or "")))
     return (_untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
                      lambda r: [text for _, text in mapping.turns(r)], branch="c")
             or media_error(str(data_json or ""), str(media_root or ""), mapped_media(mapping))

@@ -85,9 +85,9 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
 
 def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
     try:
-        from hooks.data.batch import check
+        from hooks.data.batch import batch_parity
 
-        return check(config, model_dir, spec)
+        return batch_parity(config, model_dir, spec)
     except Exception as err:  # noqa: BLE001 - an error verdict with its cause (not cached)
         from hooks.data.framework_batches import environment_cause
 

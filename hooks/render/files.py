@@ -15,7 +15,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-from hooks import TEMPLATE_ROOT
+from hooks import TEMPLATE_ROOT, scaffold
 
 WIDTH = 116  # generated Python stays under ruff's 120 columns
 
@@ -144,7 +144,7 @@ def render_template_file(relpath: str, context: dict[str, Any]) -> str:
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
     """The branch-b data plugin files for ``model_id`` under ``dest/<package>/``; returns the package dir."""
-    source = Path("template_vlm_branch_b/mindspeed_mm/fsdp/models/{{model_id}}")
+    source = Path("template_vlm_branch_b") / scaffold.model_plugin_dir("{{model_id}}")
     package = Path(dest) / f"msmm_candidate_{model_id}"
     package.mkdir(parents=True, exist_ok=True)
     context = {"model_id": model_id, "model_facts": model_facts}

@@ -78,13 +78,13 @@ def write_card_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> lis
     from hooks.data import model_card
 
     module, _, function = ((facts.processor or {}).get("sample_format") or {}).get("image_function", "").partition(".")
-    if module != model_card.MODULE:
+    if module != model_card.CARD_MODULE:
         return []
     text = model_card.module_text(model_dir, function)
     if text is None:
         raise FileNotFoundError(f"model_path: {model_dir / model_card.CARD} no longer defines {function}; the probe "
                                 "read it there")
-    target = plugin_dir / REMOTE_CODE_DIR / f"{model_card.MODULE}.py"
+    target = plugin_dir / REMOTE_CODE_DIR / f"{model_card.CARD_MODULE}.py"
     target.write_text(text, encoding="utf-8")
     return [target]
 
@@ -92,13 +92,13 @@ def write_card_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> lis
 def write_builder_code(plugin_dir: Path, facts: ModelFacts) -> list[Path]:
     """``remote_code/sample_builder.py``: the user's sample builder (``hooks.data.builder``), a copy of the file
     the probe checked, so the dataset plugin never imports from where the user keeps it."""
-    from hooks.data.builder import MODULE, parse
+    from hooks.data.builder import BUILDER_MODULE, parse
 
     spec = ((facts.processor or {}).get("sample_format") or {}).get("builder")
     if not spec:
         return []
     source, _ = parse(spec)
-    target = plugin_dir / REMOTE_CODE_DIR / f"{MODULE}.py"
+    target = plugin_dir / REMOTE_CODE_DIR / f"{BUILDER_MODULE}.py"
     target.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     return [target]
 

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hooks import scaffold
 from hooks.scaffold import StPaths
 
 LOSS_REL_TOL = 0.01  # test_ci_st.py's margin_loss: pytest.approx(rel=0.01) per step
@@ -153,7 +154,7 @@ def _rel(expected: float, actual: float) -> float:
     return (actual - expected) / abs(expected)
 
 
-def compare(expected: list[float], actual: list[float], rel: float = LOSS_REL_TOL) -> Comparison:
+def compare_losses(expected: list[float], actual: list[float], rel: float = LOSS_REL_TOL) -> Comparison:
     """``test_ci_st.py``'s loss test (``actual == approx(expected, rel=rel)`` per step), with the figures a
     reviewer needs: the largest relative difference and the first step outside the tolerance."""
     if not actual:
@@ -191,7 +192,7 @@ def baseline_findings(dest: Path, model_id: str, revision: Any) -> list[Baseline
     which device each baseline came from. Warnings, never errors: the model is sound without one."""
     paths = StPaths(model_id)
     revision = str(revision or "")
-    record = f"python -m hooks.smoke .copier-answers/{model_id}.yml --record-baseline"
+    record = f"python -m hooks.smoke {scaffold.answers_file(model_id)} --record-baseline"
     missing = [str(p) for p in paths.triple() if not (dest / p).is_file()]
     if missing:
         return [BaselineFinding("warning", f"system test incomplete: {', '.join(missing)} missing",

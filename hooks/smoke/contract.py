@@ -166,7 +166,7 @@ def _fill_result(
     result.peak_rss_mb = [r.peak_rss_mb for r in ranks if r is not None]
     result.error = first_error(ranks, codes, timed_out, timeout_s)
     if not result.error:
-        problems, verified = shard_findings([r for r in ranks if r is not None])
+        problems, verified = rank_shard_findings([r for r in ranks if r is not None])
         result.error = "; ".join(problems)
         result.notes += verified
     experts = rank0.experts if rank0 is not None else {}
@@ -182,7 +182,7 @@ def _fill_result(
         result.log_tail = log_tail(work, codes)
 
 
-def shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
+def rank_shard_findings(ranks: list[RankResult]) -> tuple[list[str], list[str]]:
     """Each rank's measured bytes against the memory plan's arithmetic (to the byte), as the framework smoke checks."""
     problems, lines = [], []
     for r in ranks:

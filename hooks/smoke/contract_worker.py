@@ -22,7 +22,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hooks.data.encoders import IGNORE_INDEX, SampleError
+from hooks.data import IGNORE_INDEX
+from hooks.data.encoders import SampleError
 from hooks.lifetime import follow_owner
 from hooks.smoke.batches import accepted_kwargs, prepare_batch, rank_batches
 from hooks.smoke.experts import reduce_zeros_for

@@ -141,9 +141,9 @@ def record_files(cfg: dict[str, Any]) -> dict[str, Any]:
     through ``attr`` (``images: images``; ``videos``/``audios`` by their default names)."""
     param = (cfg.get("data") or {}).get("dataset_param") or {}
     if "data_fields" in param:
-        from hooks.data.records import runtime
+        from hooks.data.records import dataset_runtime
 
-        fields = runtime().FieldMap(**(param.get("data_fields") or {}))
+        fields = dataset_runtime().FieldMap(**(param.get("data_fields") or {}))
         return {"image": fields.images_of, "audio": getattr(fields, "audios_of", _listed("audios")),
                 "video": _listed(RECORD_KEYS["video"])}
     attr = param.get("attr") or {}
@@ -298,9 +298,9 @@ def media_findings(data: dict[str, DataMedium], batches: dict[int, list[BatchInp
 
 def trained_records(data_json: Path, max_samples: int | None = None) -> list[dict[str, Any]]:
     """The records the smoke trains on: the file's first ``max_samples`` (JSON list or JSONL)."""
-    from hooks.data.records import runtime
+    from hooks.data.records import dataset_runtime
 
-    records = runtime().read_records(Path(data_json))
+    records = dataset_runtime().read_records(Path(data_json))
     return records[:max_samples] if max_samples else records
 
 

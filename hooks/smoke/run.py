@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hooks import cache_root
+from hooks import cache_root, scaffold
 from hooks.framework.environment import (
     detect_device,
     framework_unavailable,
@@ -100,7 +100,7 @@ def run_smoke(
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)
     facts = answers.get("model_facts", {})
-    config_yaml = dest / "examples" / model_id / f"{model_id}_config.yaml"
+    config_yaml = dest / scaffold.config_yaml(model_id)
     why, mindspeed_home = framework_unavailable(dest)
     if not why:
         from hooks.smoke.trainer_run import run_framework_smoke
