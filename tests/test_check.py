@@ -6,6 +6,7 @@ hook call); tier 2 on a copy of the pinned MindSpeed-MM with a model rendered by
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,10 @@ import pytest
 import yaml
 
 from hooks import check, dig, env_with_hooks
+from hooks.check import leftovers
+from hooks.check.findings import Framework
+from hooks.check.plugin_code import function_arity
+from hooks.check.schema import schema_findings
 from hooks.framework import checkout
 
 PARAMS = '''
@@ -217,7 +222,7 @@ def test_no_answers_files_is_not_an_error(tmp_path: Path, capsys: pytest.Capture
 def test_unknown_moved_and_deprecated_keys(tmp_path: Path) -> None:
     """Against the schema: a field at another place, a setting this checkout reads elsewhere (though still a field
     where it is), a typo, a deprecated key; extras the framework reads and the dataset's own dict pass."""
-    fw = check.Framework.read(_fake_checkout(tmp_path))
+    fw = Framework.read(_fake_checkout(tmp_path))
     assert fw.facts["recompute_in"] == "features" and "recompute" in fw.extras
 
     def edit(cfg):
@@ -231,7 +236,7 @@ def test_unknown_moved_and_deprecated_keys(tmp_path: Path) -> None:
 
     _edit_config(tmp_path, edit)
     cfg = yaml.safe_load((tmp_path / "examples/m/m_config.yaml").read_text())
-    found = {f.what.split(" ")[0]: f for f in check.schema_findings(cfg, fw)}
+    found = {f.what.split(" ")[0]: f for f in schema_findings(cfg, fw)}
     assert set(found) == {"parallel.recompute", "model.loss_cfg", "training.fully_shard_parallel_size",
                           "training.lrr", "features.recompute_plan.use_reentrant",
                           "data.dataloader_param.collate_param.model_name", "tooling.x"}
@@ -254,9 +259,9 @@ def test_an_older_checkout_reads_recompute_and_the_collator_elsewhere(tmp_path: 
                                "    loss_cfg", "    loss_cfg")
                       .replace("    collator_id: Optional[str] = None\n", "")
                       .replace('metadata={"help": "Deprecated: use collator_id."}', 'metadata={"help": "x"}'))
-    fw = check.Framework.read(tmp_path)
+    fw = Framework.read(tmp_path)
     assert (fw.facts["recompute_in"], fw.facts["collator_key"]) == ("parallel", "model_name")
-    found = {f.what.split(" ")[0]: f.fix for f in check.schema_findings(CONFIG, fw)}
+    found = {f.what.split(" ")[0]: f.fix for f in schema_findings(CONFIG, fw)}
     assert found == {"features.recompute": "move it to parallel.recompute",
                      "features.recompute_plan": "move it to parallel.recompute_plan",
                      "data.dataloader_param.collate_param.collator_id":
@@ -364,7 +369,7 @@ def test_each_registry_names_the_own_file_that_registers_an_unloaded_name(
     ("def f(self, a, *args): pass", (1, None)),
 ])
 def test_hook_arity_leaves_out_self_and_cls(source: str, expected: tuple[int, int | None]) -> None:
-    assert check.function_arity(check.ast.parse(source).body[0]) == expected
+    assert function_arity(ast.parse(source).body[0]) == expected
 
 
 # --- tier 2: a model rendered into a copy of the pinned MindSpeed-MM -----------------------------------------
@@ -439,7 +444,7 @@ def test_smoke_verdicts_become_findings(tmp_path: Path, monkeypatch: pytest.Monk
                "logged)\nhint: read the first traceback in the full log\nfull log: /tmp/x.log\n")
         return subprocess.CompletedProcess(command, 1, out, "")
 
-    monkeypatch.setattr(check.subprocess, "run", fake_run)
+    monkeypatch.setattr(leftovers.subprocess, "run", fake_run)
     assert check.main([str(dest), "--smoke"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert calls == [([sys.executable, "-m", "hooks.smoke", ".copier-answers/m.yml", "--dest", str(dest),
