@@ -38,6 +38,7 @@ from typing import TextIO
 
 from hooks import env_with_hooks, scaffold
 from hooks.framework import checkout
+from hooks.terminal import echo, terminal_width
 
 _GIT_ID = ["-c", "user.name=msmm-migrate", "-c", "user.email=msmm-migrate@localhost", "-c", "commit.gpgsign=false"]
 
@@ -225,13 +226,28 @@ def table(rows: list[Row]) -> str:
                      for line in (head, *body))
 
 
+def print_table(rows: list[Row], out: TextIO) -> None:
+    """The table, or at a terminal too narrow for it one wrapped paragraph per model (never a word split)."""
+    text, width = table(rows), terminal_width(out)
+    if width is None or max(len(line) for line in text.splitlines()) <= width:
+        print(text, file=out)
+        return
+    head = ("framework", "template", "files changed", "conflicts", "check", "smoke", "losses vs baseline")
+    for row in rows:
+        values = (f"{_short(row.old_revision)} -> {_short(row.new_revision)}", f"{row.old_version} -> "
+                  f"{row.new_version}", str(len(row.changed)), ", ".join(row.conflicts) or row.error or "-",
+                  row.check or "-", row.smoke or "-", row.losses or "-")
+        echo(f"{row.model}: " + "; ".join(f"{name} {value}" for name, value in zip(head, values, strict=True)),
+             file=out)
+
+
 def _regressions(rows: list[Row], out: TextIO) -> None:
     """One line per model whose losses left the baseline's tolerance: the model and the first step that moved."""
     for row in rows:
         if row.regressed:
-            print(f"loss regression: {row.model}: {row.losses} ({scaffold.StPaths(row.model).baseline}; "
-                  "if the change is intended, re-record it: python -m hooks.smoke "
-                  f"{scaffold.answers_file(row.model)} --record-baseline)", file=out)
+            echo(f"loss regression: {row.model}: {row.losses} ({scaffold.StPaths(row.model).baseline}; "
+                 "if the change is intended, re-record it: python -m hooks.smoke "
+                 f"{scaffold.answers_file(row.model)} --record-baseline)", file=out)
 
 
 def _short(revision: str) -> str:
@@ -268,17 +284,17 @@ def main(argv: list[str] | None = None) -> int:
                             review_smoke=args.review and not args.no_smoke)
     if args.review:
         sys.stdout.write(diff)
-        print(table(rows), file=sys.stderr)
+        print_table(rows, sys.stderr)
         _regressions(rows, sys.stderr)
         return 1 if any(r.failed for r in rows) else 0
     if diff:
         _git(dest, "apply", "--whitespace=nowarn", "-", stdin=diff)
     _check_and_smoke(dest, rows, smoke=not args.no_smoke)
-    print(table(rows))
+    print_table(rows, sys.stdout)
     _regressions(rows, sys.stdout)
     conflicts = [f for r in rows for f in r.conflicts]
     if conflicts:
-        print(f"conflicts left in: {', '.join(conflicts)} (resolve the <<<<<<< markers, then python -m hooks.check)")
+        echo(f"conflicts left in: {', '.join(conflicts)} (resolve the <<<<<<< markers, then python -m hooks.check)")
     print("review with git diff; commit when satisfied" if diff else "nothing changed")
     return 1 if any(r.failed for r in rows) else 0
 

@@ -96,3 +96,31 @@ def test_wrap_never_splits_a_word() -> None:
     for line in lines[1:]:
         joined += ("" if joined.endswith("/") else " ") + line.strip()
     assert joined == text
+
+
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal (``hooks.terminal`` wraps only for one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_update_table_becomes_wrapped_paragraphs_at_a_narrow_terminal(monkeypatch) -> None:
+    """``hooks.update``'s table is wider than 80 columns with its losses column: at such a terminal each model is one
+    wrapped paragraph, no word split; a log keeps the aligned table."""
+    import shutil
+
+    from hooks.update import Row, print_table
+
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=(80, 24): __import__("os").terminal_size((80, 24)))
+    rows = [Row("first_vl", "a" * 40, "b" * 40, "0.2.0", "0.2.0", ["f"] * 4, check="ok", smoke="PASS",
+                losses="ok (max rel diff 0.00% over 5 steps, tolerance 1%)")]
+    shown = _Terminal()
+    print_table(rows, shown)
+    lines = shown.getvalue().splitlines()
+    assert lines[0].startswith("first_vl: framework aaaaaaaa -> bbbbbbbb; template 0.2.0 -> 0.2.0;")
+    assert all(len(line) <= 79 for line in lines) and len(lines) <= 4
+    logged = io.StringIO()
+    print_table(rows, logged)
+    assert logged.getvalue().splitlines()[0].split() == ["model", "framework", "template", "files", "conflicts",
+                                                         "check", "smoke", "losses", "vs", "baseline"]

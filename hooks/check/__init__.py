@@ -37,6 +37,7 @@ from hooks.check.plugin_code import plugin_findings
 from hooks.check.registries import plugin_path, registry_findings
 from hooks.check.schema import schema_findings
 from hooks.smoke.baseline import baseline_findings
+from hooks.terminal import echo
 
 # --- the check ---------------------------------------------------------------------------------------------
 
@@ -115,11 +116,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no migrated models in {dest} (no {scaffold.ANSWERS_DIR}/*.yml): nothing to check")
         return 0
     for finding in findings:
-        print(finding.line())
+        echo(finding.line())
     counts = {level: sum(f.level == level for f in findings) for level in LEVELS}
     failing = sorted({f.model for f in findings if f.level == "error"})
-    print(f"checked {models} migrated model{'s' if models != 1 else ''} in {dest}: {counts['error']} errors, "
-          f"{counts['warning']} warnings, {counts['info']} info"
-          + (f" ({', '.join(failing)} failing)" if failing else ""), flush=True)
+    echo(f"checked {models} migrated model{'s' if models != 1 else ''} in {dest}: {counts['error']} errors, "
+         f"{counts['warning']} warnings, {counts['info']} info"
+         + (f" ({', '.join(failing)} failing)" if failing else ""))
     return 1 if counts["error"] else 0
 
