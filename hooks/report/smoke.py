@@ -1,4 +1,4 @@
-"""The smoke on a scaffold that is already written, with its report: ``python -m hooks.smoke ANSWERS``.
+"""The smoke on a scaffold that is already written, with its report (run by ``python -m hooks.smoke ANSWERS``).
 
 The same run as copier's post-generation task ends with (``hooks.report.postgen``): the smoke
 (``hooks.smoke.run``), its section in MIGRATION.md and ``smoke_result.json`` beside its log, the model's
@@ -8,14 +8,12 @@ printed last. ``--record-baseline`` records the system test's baseline from this
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
 
-from hooks import load_answers, scaffold
+from hooks import scaffold
 from hooks.report.migration import write_section, write_smoke_section
-from hooks.report.summary import print_summary
 from hooks.smoke.run import run_smoke
 from hooks.smoke.verdict import SmokeResult, print_iteration
 
@@ -56,21 +54,3 @@ def smoke_and_report(
 def result_file(work_dir: Path) -> Path:
     """Where a smoke leaves its record (``hooks.update`` reads the losses and the baseline comparison there)."""
     return Path(work_dir) / "smoke_result.json"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hooks.smoke", description=__doc__.splitlines()[0])
-    parser.add_argument("answers", type=Path, help=".copier-answers/<model_id>.yml in the checkout")
-    parser.add_argument("--dest", type=Path, default=Path.cwd(), help="checkout root (default: cwd)")
-    parser.add_argument("--iters", type=int, default=5)
-    parser.add_argument("--no-report", action="store_true", help="do not update MIGRATION.md")
-    parser.add_argument("--record-baseline", action="store_true",
-                        help="record the system test's baseline (tests/st/) from this run, on this device")
-    args = parser.parse_args(argv)
-    dest = args.dest.resolve()
-    answers_path = args.answers if args.answers.is_absolute() else dest / args.answers
-    answers = load_answers(answers_path)
-    result = smoke_and_report(dest, answers, iters=args.iters, report=not args.no_report,
-                              record_baseline=args.record_baseline)
-    print_summary(result, report="" if args.no_report else str(scaffold.migration_md(answers["model_id"])))
-    return 0 if result.passed else 1
