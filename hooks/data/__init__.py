@@ -39,3 +39,14 @@ def value_difference(a: Any, b: Any) -> str:
             return f"values differ by up to {float((a.double() - b.double()).abs().max()):.3g}"
         return "" if torch.equal(a, b) else "values differ"
     return "" if a == b else f"{a!r} vs {b!r}"
+
+
+def per_sample_problem(name: str, ours: Any, key: str) -> str:
+    """Why the dataset plugin's batch for the parity sample ``name`` is not what a ``forward`` taking its media
+    ``key`` one entry per sample takes ("" when it is): the plugin raised, or the media are no such list."""
+    if isinstance(ours, Exception):
+        return f"{name}: the dataset plugin fails on it ({type(ours).__name__}: {ours})"
+    media = ours.get(key)
+    if not isinstance(media, list) or len(media) != ours["input_ids"].shape[0]:
+        return f"{name}: {key!r} is not a list with one entry per sample, as forward takes it"
+    return ""

@@ -24,7 +24,7 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from hooks.data import IGNORE_INDEX, first_difference, value_difference
+from hooks.data import IGNORE_INDEX, first_difference, per_sample_problem, value_difference
 
 # (role key, text key, names of the system, user and assistant roles), in the order they are tried
 CONVERSATION_FORMS = (("from", "value", ("system", "human", "gpt")),
@@ -120,13 +120,8 @@ def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     details, names = [], []
     for (name, images, question, answer), (_, ours) in zip(samples, batches, strict=True):
         names.append(name)
-        if isinstance(ours, Exception):
-            return {"verdict": "mismatch", "samples": names, "details": [
-                *details, f"{name}: the dataset plugin fails on it ({type(ours).__name__}: {ours})"]}
-        media = ours.get(key)
-        if not isinstance(media, list) or len(media) != ours["input_ids"].shape[0]:
-            return {"verdict": "mismatch", "samples": names, "details": [
-                *details, f"{name}: {key!r} is not a list with one entry per sample, as forward takes it"]}
+        if problem := per_sample_problem(name, ours, key):
+            return {"verdict": "mismatch", "samples": names, "details": [*details, problem]}
         if not images:
             details.append(f"{name}: a stand-in image's {key} added, no tokens (the model adds its features x 0)")
             continue
@@ -146,7 +141,7 @@ def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
                           f"{answer + fmt['end_of_turn']!r}"]}
-        difference = value_difference(media[0], own_media) if isinstance(own_media, torch.Tensor) else "missing"
+        difference = value_difference(ours[key][0], own_media) if isinstance(own_media, torch.Tensor) else "missing"
         if difference:
             return {"verdict": "mismatch", "samples": names,
                     "details": [*details, f"{name}: {key!r} differs from the model card's ({difference})"]}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hooks.data import IGNORE_INDEX, first_difference, value_difference
+from hooks.data import IGNORE_INDEX, first_difference, per_sample_problem, value_difference
 from hooks.data.model_card import CARD
 
 PROBE_TURN, PROBE_ANSWER = "<image>\nDescribe it.", "Yes."
@@ -153,13 +153,8 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
             details.append(f"{name}: not compared: refused by the plugin, naming why ({ours})")
             continue  # not in ``samples``: a match does not cover it
         names.append(name)
-        if isinstance(ours, Exception):
-            return {"verdict": "mismatch", "samples": names, "details": [
-                *details, f"{name}: the dataset plugin fails on it ({type(ours).__name__}: {ours})"]}
-        media = ours.get(key)
-        if not isinstance(media, list) or len(media) != ours["input_ids"].shape[0]:
-            return {"verdict": "mismatch", "samples": names, "details": [
-                *details, f"{name}: {key!r} is not a list with one entry per sample, as forward takes it"]}
+        if problem := per_sample_problem(name, ours, key):
+            return {"verdict": "mismatch", "samples": names, "details": [*details, problem]}
         if not images:
             details.append(f"{name}: a stand-in image's {key} added, no placeholder (the model adds its features x 0)")
             continue
@@ -176,7 +171,7 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
             return {"verdict": "mismatch", "samples": names, "details": [
                 *details, f"{name}: trains {trained!r}, not the answer and its end of turn "
                           f"{answer + fmt['end_of_turn']!r}"]}
-        difference = value_difference(media[0], own[key])
+        difference = value_difference(ours[key][0], own[key])
         if difference:
             return {"verdict": "mismatch", "samples": names,
                     "details": [*details, f"{name}: {key!r} differs from the model card's ({difference})"]}
