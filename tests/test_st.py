@@ -53,3 +53,19 @@ def test_the_files_have_upstreams_names() -> None:
     assert [str(p) for p in paths.triple()] == ["tests/st/shell_scripts/finetune_my_vl.sh",
                                                 "tests/st/run_configs/finetune_my_vl/my_vl_config.yaml",
                                                 "tests/st/baseline_results/finetune_my_vl.json"]
+
+
+def test_a_model_that_needs_transformers_5_pins_it_in_its_system_test() -> None:
+    """Upstream's Qwen3.5 case installs transformers 5.2.0 for itself and restores the original after: so does the
+    script of a model whose facts say it needs transformers 5; any other model's script touches no package."""
+    import subprocess
+
+    from hooks.render.files import render_template_file
+
+    pinned = render_template_file("partials/st_finetune.sh.jinja",
+                                  {"model_id": "q35", "model_facts": {"transformers_required": "5.2.0"}})
+    assert "pip install transformers==5.2.0 -q" in pinned and "trap restore_transformers EXIT" in pinned
+    plain = render_template_file("partials/st_finetune.sh.jinja", {"model_id": "q25", "model_facts": {}})
+    assert "pip " not in plain
+    for text in (pinned, plain):
+        assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0

@@ -96,6 +96,8 @@ def test_copy_with_defaults_matches_and_trains(arch: str, branch: str, template:
     assert "data parity: MATCH" in done.stdout and (not template or f"'{template}'" in done.stdout)
     summary = re.search(r"smoke\[framework\] PASS: (\d+)/(\d+) iterations", done.stdout)
     assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
+    script = (checkout / "tests/st/shell_scripts" / f"finetune_{arch}_tf5.sh").read_text()
+    assert "pip install transformers==5.2.0 -q" in script  # the release the baseline was recorded with
     if arch == "gemma3":
         said = done.stdout + answers
         assert "could not evaluate" in said and "replace_additional_special_tokens" in said

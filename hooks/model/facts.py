@@ -75,6 +75,10 @@ class ModelFacts:
     # Parameters the class's own __init__ freezes (Qwen2-Audio's sinusoidal embed_positions): the plugin freezes them
     # again after from_pretrained, which in transformers 5 hands them back trainable.
     frozen_by_model: list[str] = field(default_factory=list)
+    # The transformers release the copy was verified with, where the model needs transformers 5 (its config.json was
+    # saved by a 5.x release, and so is the interpreter): the system test's script pins it and restores the
+    # original after, as MindSpeed-MM's Qwen3.5 case installs 5.2.0. Empty for a model 4.57 loads.
+    transformers_required: str = ""
     # The memory plan for copier's default cluster (hooks.model.memory.DEFAULT_CLUSTER), computed while the meta
     # model is at hand; handed to the copy beside the facts (--memory-out), never frozen with them.
     memory_default: dict[str, Any] = field(default_factory=dict)
@@ -91,7 +95,7 @@ class ModelFacts:
         data = asdict(self)
         data.pop("memory_default")
         # most models have none of these: absent, so that their answers files stay as they were
-        for key in ("auto_models", "embeddings_in", "precision_flags", "frozen_by_model"):
+        for key in ("auto_models", "embeddings_in", "precision_flags", "frozen_by_model", "transformers_required"):
             if not data[key]:
                 data.pop(key)
         if not with_timings:
@@ -270,6 +274,19 @@ class Probed:
     timings: dict[str, float]
 
 
+def transformers_required(model_dir: Path) -> str:
+    """The interpreter's transformers release where the model needs transformers 5 ("" otherwise): its config.json
+    was saved by a 5.x release and the interpreter runs one."""
+    import transformers
+
+    try:
+        saved = str(json.loads((model_dir / "config.json").read_text()).get("transformers_version") or "")
+    except (OSError, ValueError):
+        return ""
+    major = lambda version: int(version.split(".")[0]) if version.split(".")[0].isdigit() else 0  # noqa: E731
+    return transformers.__version__ if major(saved) >= 5 and major(transformers.__version__) >= 5 else ""
+
+
 def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: Path | None = None,
                 trained_submodule: str | None = None, with_tokenizer: bool = False) -> Probed:
     """The model facts of ``model_dir``; raises ``ProbeError`` with a field-naming message on bad input.
@@ -332,6 +349,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
         embeddings_in=embeddings_holder(model) if own_code else "",
         precision_flags=precision_flags(cls, published_config) if own_code else [],
         frozen_by_model=frozen_by_model(model),
+        transformers_required=transformers_required(model_dir),
         trained_submodule=stage.facts(published, cls) if stage else {},
     )
     timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
