@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks import TEMPLATE_ROOT, scaffold
+from hooks.data.batch_keys import batch_keys
 
 WIDTH = 116  # generated Python stays under ruff's 120 columns
 
@@ -121,6 +122,7 @@ def data_has(data_json: str, column: str) -> bool:
 
 
 RENDER_FILTERS = {
+    "msmm_batch_keys": batch_keys,
     "msmm_data_has": data_has,
     "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
