@@ -40,6 +40,22 @@ from hooks.model.weights import weights_error
 
 
 @dataclass
+class BuildRecord:
+    """How the probe built the model's structure without weights (``hooks.model.build``), where it matters: a
+    release whose ``__init__`` defeats the meta device, or whose code picks its own attention. Frozen as
+    ``model_facts.build`` (``{}`` when the plain meta device built it and the code picks nothing)."""
+
+    how: str = ""  # the way that worked: "meta device", "accelerate.init_empty_weights()", "cpu (shrunk config)"
+    failures: list[str] = field(default_factory=list)  # why each earlier way failed, in the order tried
+    # sub-config -> the attention implementation the model's own code sets for it (the YAML's does not reach it)
+    attention_set_by_model: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> BuildRecord:
+        return cls(**(data or {}))
+
+
+@dataclass
 class ModelFacts:
     """What the probe learned; JSON-serialisable and stable for a given config."""
 
@@ -58,7 +74,7 @@ class ModelFacts:
     plan: dict[str, Any]
     processor: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
-    build: dict[str, Any] = field(default_factory=dict)  # how the structure was built, what failed, attention set
+    build: BuildRecord = field(default_factory=BuildRecord)  # how the structure was built, where it matters
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
     custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
     trained_submodule: dict[str, str] = field(default_factory=dict)  # hooks.model.stages: the stage trained, why
@@ -89,11 +105,14 @@ class ModelFacts:
         recommended (``recommended_branch``, ``branch_reason``, ``template``, ``collator_id``): that choice is
         the data stage's now (``hooks.data.candidates.recommend``), so such keys are left out here."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        given = {k: v for k, v in data.items() if k in names}
+        return cls(**{**given, "build": BuildRecord.from_dict(given.get("build"))})
 
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
         data.pop("memory_default")
+        if not self.build.how:
+            data["build"] = {}  # built on the meta device, attention left to the YAML: nothing to record
         # most models have none of these: absent, so that their answers files stay as they were
         for key in ("auto_models", "embeddings_in", "precision_flags", "frozen_by_model", "transformers_required"):
             if not data[key]:
@@ -320,8 +339,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
         plan: Plan = derive_plan(table)
         attention = attention_support(model)
         own_code = bool(getattr(published_config, "auto_map", None)) or custom
-        build = {"how": how, "failures": failures,
-                 "attention_set_by_model": attention_set_by_model(model) if own_code else {}}
+        build = BuildRecord(how, failures, attention_set_by_model(model) if own_code else {})
     t4, cpu4 = time.perf_counter(), time.process_time()
     params, has_kwargs, returns_loss = forward_facts(cls)
     model_type = type(published_config).model_type  # an instance may proxy its text sub-config's attributes
@@ -343,7 +361,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
         media_tokens=media_tokens(config),
         plan=plan.to_dict(),
         attention=attention,
-        build=build if how != META or build["attention_set_by_model"] else {},
+        build=build if how != META or build.attention_set_by_model else BuildRecord(),
         unused_media=unused_media_params(cls),
         auto_models=auto_models(cls, config) if own_code else [],
         embeddings_in=embeddings_holder(model) if own_code else "",

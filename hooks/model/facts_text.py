@@ -89,16 +89,15 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
         ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "
                       f"{', '.join(plan['ep_modules']) or 'none (dense)'}"),
     ]
-    build = facts.build or {}
-    if build.get("how"):
-        rows.append(("built on", f"{build['how']} ({'; '.join(build['failures'])})" if build["failures"]
-                     else build["how"]))
+    build = facts.build
+    if build.how:
+        rows.append(("built on", f"{build.how} ({'; '.join(build.failures)})" if build.failures else build.how))
     rows += [("attention", f"the model's code sets {name} to {value!r} itself: the YAML's attn_implementation "
-                           "does not reach it") for name, value in (build.get("attention_set_by_model") or {}).items()]
+                           "does not reach it") for name, value in build.attention_set_by_model.items()]
     if facts.unused_media:
         rows.append(("PROBLEM", ignored_media_text(facts)))
     rows += [("PROBLEM", problem) for problem in plan["problems"]]
-    lines = [f"Probe findings ({build.get('how') or 'meta device'}, no weights read):"]
+    lines = [f"Probe findings ({build.how or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:
         lines += wrap(f"  {key:<13}{value}", width, hang=15)
     return "\n".join(lines)
