@@ -33,4 +33,4 @@ def test_demo_with_mindspeed_runs_framework_smoke(tmp_path: Path, mm_home: Path)
     assert "smoke[framework] PASS: 5/5" in done.stdout
     changed = done.stdout.split("changed paths in the destination:")[1].split("report:")[0].split()
     assert {p for p in changed if p != "??"} == {".copier-answers/", "examples/demo_qwen2_5_vl/",
-                                                 "mindspeed_mm/fsdp/models/demo_qwen2_5_vl/"}
+                                                 "mindspeed_mm/fsdp/models/demo_qwen2_5_vl/", "tests/"}  # tests/st

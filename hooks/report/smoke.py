@@ -16,6 +16,7 @@ from hooks import scaffold
 from hooks.report.migration import write_section, write_smoke_section
 from hooks.smoke.run import run_smoke
 from hooks.smoke.verdict import SmokeResult, print_iteration
+from hooks.terminal import echo
 
 
 def smoke_and_report(
@@ -33,7 +34,7 @@ def smoke_and_report(
     result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
     outcome = after_smoke(dest, answers, result, inputs.work_dir / "smoke_config.yaml",
                           record_baseline=record_baseline, first_record=report)
-    print(outcome.note)
+    echo(outcome.note)
     if outcome.regressed and result.passed:  # a smoke that failed on its own keeps its cause as the verdict
         result.passed = False
         result.reason = f"losses moved from the recorded baseline: {outcome.comparison.line()}"
