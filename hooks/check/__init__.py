@@ -16,7 +16,7 @@ For every ``.copier-answers/<model_id>.yml`` in the checkout, without training (
 6. **conflicts**: merge-conflict markers in the model's generated files, ``.rej`` files next to them.
 7. **revision**: the framework revision the model was migrated against vs the checkout's (an info line).
 8. **system test**: ``tests/st/`` holds the model's script, run config and baseline, which device the baseline came
-   from, and whether it is stale (another framework revision, a changed run config): ``hooks.smoke.baseline``.
+   from, and whether it is stale (another framework revision, a changed run config): ``hooks.check.system_test``.
 
 ``--smoke`` also runs each model's smoke (``python -m hooks.smoke``, MIGRATION.md left as is) and reports its
 verdict. One line per finding, ``<model_id>: error|warning|info: <finding> — fix: <what to do>``, then a
@@ -36,7 +36,7 @@ from hooks.check.leftovers import conflict_findings, revision_findings, smoke_fi
 from hooks.check.plugin_code import plugin_findings
 from hooks.check.registries import plugin_path, registry_findings
 from hooks.check.schema import schema_findings
-from hooks.smoke.baseline import baseline_findings
+from hooks.check.system_test import system_test_findings
 from hooks.terminal import echo
 
 # --- the check ---------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def check_model(answers_path: Path, fw: Framework, *, smoke: bool = False) -> li
     found += plugin_findings(dest, model_id, answers, int(fw.facts.get("hook_arity") or 3))
     found += conflict_findings(dest, model_id)
     found += revision_findings(answers, fw, model_id)
-    found += [Finding(f.level, f.what, f.fix) for f in baseline_findings(dest, model_id, fw.facts.get("revision"))]
+    found += system_test_findings(dest, model_id, fw.facts.get("revision"))
     if smoke and not any(f.level == "error" for f in found):
         found += smoke_findings(dest, answers_path)
     elif smoke:

@@ -26,9 +26,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import scaffold
-from hooks.scaffold import StPaths
-
 LOSS_REL_TOL = 0.01  # test_ci_st.py's margin_loss: pytest.approx(rel=0.01) per step
 WARM_UP = 2  # the upstream finetune baselines' warm_up: times of the first two steps are not compared
 ST_ITERS = 5  # upstream ST configs train 5 iterations
@@ -176,43 +173,3 @@ def read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, json.JSONDecodeError):
         return None
     return data if isinstance(data, dict) else None
-
-
-@dataclass(frozen=True)
-class BaselineFinding:
-    """One finding about a model's system test, for ``hooks.check`` (which turns it into its own ``Finding``)."""
-
-    level: str  # error | warning | info
-    what: str
-    fix: str
-
-
-def baseline_findings(dest: Path, model_id: str, revision: Any) -> list[BaselineFinding]:
-    """A missing or stale baseline (recorded on another framework revision, or for another run config), and
-    which device each baseline came from. Warnings, never errors: the model is sound without one."""
-    paths = StPaths(model_id)
-    revision = str(revision or "")
-    record = f"python -m hooks.smoke {scaffold.answers_file(model_id)} --record-baseline"
-    missing = [str(p) for p in paths.triple() if not (dest / p).is_file()]
-    if missing:
-        return [BaselineFinding("warning", f"system test incomplete: {', '.join(missing)} missing",
-                                f"record it in a MindSpeed-MM checkout: {record}")]
-    data = read_json(dest / paths.provenance)
-    if data is None:
-        return [BaselineFinding("warning", f"{paths.baseline} has no {paths.provenance.name}: which device and "
-                                "framework it came from is unknown", f"re-record it: {record}")]
-    prov = Provenance.from_dict(data)
-    found = [BaselineFinding("info", f"{paths.baseline} recorded on {prov.device} ({prov.device_name}, "
-                             f"{prov.param_dtype}, torch {prov.torch}, transformers "
-                             f"{prov.transformers}, framework {prov.framework_revision[:12]})",
-                             "nothing to do" if prov.device == "npu" else
-                             f"an NPU baseline for MindSpeed-MM's CI: {record} on the NPU host")]
-    stale = []
-    if revision and prov.framework_revision and prov.framework_revision != revision:
-        stale.append(f"framework {prov.framework_revision[:12]}, checkout is {revision[:12]}")
-    if sha256(dest / paths.run_config) != prov.run_config_sha256:
-        stale.append(f"{paths.run_config} changed since")
-    if stale:
-        found.append(BaselineFinding("warning", f"{paths.baseline} is stale: recorded for {'; '.join(stale)}",
-                                     f"check the losses with python -m hooks.update (or the smoke), then {record}"))
-    return found
