@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks.smoke.baseline import StPaths
+from hooks.scaffold import StPaths
 from tests.copier_run import changed_paths as _changed
 from tests.copier_run import copy, mm_checkout, snapshot
 from tests.st_tools import comparator, run_script, st_tools

@@ -157,7 +157,8 @@ def _st_files(root: Path, model_id: str, device: str = "npu") -> None:
     """The model's system test as a copy records it (``hooks.report.st``), recorded on ``device``."""
     import json
 
-    from hooks.smoke.baseline import Provenance, StPaths, device_label, sha256
+    from hooks.scaffold import StPaths
+    from hooks.smoke.baseline import Provenance, device_label, sha256
 
     paths = StPaths(model_id)
     _write(root, {str(paths.script): "#!/bin/bash\nset -e\n", str(paths.run_config): yaml.safe_dump(CONFIG),

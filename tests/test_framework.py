@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hooks.smoke.baseline import StPaths
+from hooks.scaffold import StPaths
 from tests.copier_run import changed_paths as _changed
 from tests.copier_run import copy, mm_checkout
 from tests.st_tools import comparator, injected, run_script, st_tools
