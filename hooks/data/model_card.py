@@ -16,19 +16,12 @@ from __future__ import annotations
 
 import ast
 import linecache
-import re
 import types
 from pathlib import Path
 
 CARD = "README.md"
 CARD_MODULE = "model_card"
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_FENCE = re.compile(r"^```(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-
-
-def code_blocks(card_text: str) -> list[str]:
-    """The card's fenced Python code blocks, in order."""
-    return [m.group(1) for m in _FENCE.finditer(card_text)]
 
 
 def _defined(node: ast.stmt) -> list[str]:
@@ -52,7 +45,9 @@ def _used(node: ast.stmt) -> set[str]:
 
 def definitions(card_text: str, name: str) -> str | None:
     """The card's source for ``name`` and what it needs, from the first code block that defines it."""
-    for block in code_blocks(card_text):
+    from hooks.data.records import dataset_runtime
+
+    for block in dataset_runtime().card_blocks(card_text):  # the same reader the dataset plugin runs
         try:
             tree = ast.parse(block)
         except SyntaxError:
