@@ -127,6 +127,19 @@ def contract_problems(function: Any, config: Any, image: Any, image_file: bool) 
     return problems
 
 
+def skeleton_file(model_dir: Path, function: str, *, kind: str, contract: str, figures: str, advice: str,
+                  imports: str, signature: str, doc: str, todo: str) -> str:
+    """The text of a skeleton file: a docstring stating ``contract`` with the model's ``figures`` (already indented
+    bullets) and ``advice``, then ``function`` whose body raises ``todo`` until the user writes it. One layout for
+    both contracts (image tiles here, the whole prompt in ``hooks.data.prompt_builder``)."""
+    return (f'"""{kind} for {Path(model_dir).name} (msmm-migrate: -d sample_builder=THIS_FILE:{function}).\n\n'
+            + textwrap.fill(f"Contract: {function}{contract}.", 100) + "\n"
+            f"This model:\n{figures}\n\n{advice}\n\"\"\"\n\n{imports}\n\n\n"
+            f"def {function}{signature}:\n"
+            f'    """{doc}"""\n'
+            f'    raise NotImplementedError("{todo}")\n')
+
+
 def skeleton(model_dir: Path, function: str = "load_image") -> str:
     """A builder file for ``model_dir`` whose docstring states the contract with the model's own figures."""
     config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
@@ -136,19 +149,16 @@ def skeleton(model_dir: Path, function: str = "load_image") -> str:
     for key in ("downsample_ratio", "dynamic_image_size", "max_dynamic_patch", "min_dynamic_patch", "use_thumbnail"):
         if key in config:
             figures.append(f"config.json {key} = {json.dumps(config[key])}")
-    bullet = "\n".join(f"    - {line}" for line in figures)
-    return (f'"""Sample builder for {Path(model_dir).name} (msmm-migrate: -d sample_builder=THIS_FILE:{function}).\n\n'
-            + textwrap.fill(f"Contract: {function}(image) {CONTRACT}.", 100) + "\n"
-            f"This model:\n{bullet}\n\n"
-            "Take the preprocessing from the model's release (its model card's quick-start, or the base model's)\n"
-            "rather than writing your own: chat() was trained on exactly that. The copy checks the contract on a\n"
-            "test image, runs the model's chat() with your tiles and compares the training prompt with chat()'s\n"
-            'token for token; it cannot see a wrong normalisation, so copy the mean and std from the release.\n"""\n\n'
-            "import torch\n"
-            "from PIL import Image\n\n\n"
-            f"def {function}(image: Image.Image) -> torch.Tensor:\n"
-            '    """(tiles, channels, height, width) float tensor of one image: the pixel_values chat() takes."""\n'
-            "    raise NotImplementedError(\"write the model's own image preprocessing here\")\n")
+    return skeleton_file(
+        model_dir, function, kind="Sample builder", contract=f"(image) {CONTRACT}",
+        figures="\n".join(f"    - {line}" for line in figures),
+        advice="Take the preprocessing from the model's release (its model card's quick-start, or the base model's)\n"
+               "rather than writing your own: chat() was trained on exactly that. The copy checks the contract on a\n"
+               "test image, runs the model's chat() with your tiles and compares the training prompt with chat()'s\n"
+               "token for token; it cannot see a wrong normalisation, so copy the mean and std from the release.",
+        imports="import torch\nfrom PIL import Image", signature="(image: Image.Image) -> torch.Tensor",
+        doc="(tiles, channels, height, width) float tensor of one image: the pixel_values chat() takes.",
+        todo="write the model's own image preprocessing here")
 
 
 def main(argv: list[str] | None = None) -> int:

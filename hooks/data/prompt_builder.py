@@ -69,16 +69,16 @@ def prompt_skeleton(model_dir: Path, function: str = FUNCTION) -> str:
     """A prompt-builder file for ``model_dir`` whose docstring states the contract with the model's own figures."""
     import textwrap
 
-    bullet = "\n".join(textwrap.fill(line, 96, initial_indent="    - ", subsequent_indent="      ")
-                       for line in figures(model_dir))
-    return (f'"""Prompt builder for {Path(model_dir).name} (msmm-migrate: -d sample_builder=THIS_FILE:{function}).\n\n'
-            + textwrap.fill(f"Contract: {function}(model, tokenizer, text, images) {PROMPT_CONTRACT}.", 100) + "\n"
-            f"This model:\n{bullet}\n\n"
-            "Write what the release's (or its base model's) model card does before it calls generate; return what\n"
-            "it hands generate. The copy runs this on the model built without weights, appends each answer and its\n"
-            "end of turn as the chat template writes them, compares the training prompt with this function's token\n"
-            'for token and trains through the model\'s own forward.\n"""\n\n'
-            "import torch\n\n\n"
-            f"def {function}(model, tokenizer, text: str, images: list) -> dict:\n"
-            '    """What the model\'s generate takes for one user turn ``text`` and its ``images``."""\n'
-            "    raise NotImplementedError(\"write the model card's inference recipe here\")\n")
+    from hooks.data.builder import skeleton_file
+
+    return skeleton_file(
+        model_dir, function, kind="Prompt builder", contract=f"(model, tokenizer, text, images) {PROMPT_CONTRACT}",
+        figures="\n".join(textwrap.fill(line, 96, initial_indent="    - ", subsequent_indent="      ")
+                           for line in figures(model_dir)),
+        advice="Write what the release's (or its base model's) model card does before it calls generate; return what\n"
+               "it hands generate. The copy runs this on the model built without weights, appends each answer and its\n"
+               "end of turn as the chat template writes them, compares the training prompt with this function's token\n"
+               "for token and trains through the model's own forward.",
+        imports="import torch", signature="(model, tokenizer, text: str, images: list) -> dict",
+        doc="What the model's generate takes for one user turn ``text`` and its ``images``.",
+        todo="write the model card's inference recipe here")
