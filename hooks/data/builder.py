@@ -25,10 +25,11 @@ import inspect
 import json
 import linecache
 import sys
-import textwrap
 import types
 from pathlib import Path
 from typing import Any
+
+from hooks.data.skeleton import skeleton_file
 
 BUILDER_MODULE = "sample_builder"
 CONTRACT = ("takes one image (a PIL RGB image; or a file path when its first parameter is opened with "
@@ -125,19 +126,6 @@ def contract_problems(function: Any, config: Any, image: Any, image_file: bool) 
     if not bool(torch.isfinite(out).all()):
         problems.append("the sample builder's tiles hold NaN or Inf")
     return problems
-
-
-def skeleton_file(model_dir: Path, function: str, *, kind: str, contract: str, figures: str, advice: str,
-                  imports: str, signature: str, doc: str, todo: str) -> str:
-    """The text of a skeleton file: a docstring stating ``contract`` with the model's ``figures`` (already indented
-    bullets) and ``advice``, then ``function`` whose body raises ``todo`` until the user writes it. One layout for
-    both contracts (image tiles here, the whole prompt in ``hooks.data.prompt_builder``)."""
-    return (f'"""{kind} for {Path(model_dir).name} (msmm-migrate: -d sample_builder=THIS_FILE:{function}).\n\n'
-            + textwrap.fill(f"Contract: {function}{contract}.", 100) + "\n"
-            f"This model:\n{figures}\n\n{advice}\n\"\"\"\n\n{imports}\n\n\n"
-            f"def {function}{signature}:\n"
-            f'    """{doc}"""\n'
-            f'    raise NotImplementedError("{todo}")\n')
 
 
 def skeleton(model_dir: Path, function: str = "load_image") -> str:

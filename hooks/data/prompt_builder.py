@@ -69,7 +69,7 @@ def prompt_skeleton(model_dir: Path, function: str = FUNCTION) -> str:
     """A prompt-builder file for ``model_dir`` whose docstring states the contract with the model's own figures."""
     import textwrap
 
-    from hooks.data.builder import skeleton_file
+    from hooks.data.skeleton import skeleton_file
 
     return skeleton_file(
         model_dir, function, kind="Prompt builder", contract=f"(model, tokenizer, text, images) {PROMPT_CONTRACT}",
