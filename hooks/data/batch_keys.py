@@ -42,5 +42,7 @@ def batch_keys(facts: dict[str, Any], data_branch: str, collator_id: str) -> lis
     if data_branch == "c" and processor.get("output_keys"):
         taken = set(facts.get("forward_params") or []) | {"labels"}
         return [k for k in _unique(processor["output_keys"] + audio.get("batch_keys", []) + ["labels"]) if k in taken]
+    if collator_id not in COLLATOR_BATCH_KEYS:
+        return []  # a collator the checkout registers but this table does not know: the report says so
     keys = list(COLLATOR_BATCH_KEYS[collator_id])
     return _unique(keys + audio.get("batch_keys", [])) if audio else keys
