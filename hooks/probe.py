@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     if args.data_evidence:
         write_evidence(args.model_dir.resolve(), facts, args.trust_remote_code, *args.data_evidence)
-    return EXIT_PLAN_PROBLEMS if facts.plan["problems"] else EXIT_OK
+    return EXIT_PLAN_PROBLEMS if facts.plan.problems else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -187,32 +187,31 @@ def _smoke(dest: Path, row: Row, *, report: bool = True) -> None:
     """The model's smoke in ``dest`` (unless its answers say ``run_smoke: false`` or the update failed): the verdict,
     and its losses against the system test's recorded baseline (``hooks.report.st`` compares them in the smoke and
     leaves the comparison in ``smoke_result.json``)."""
-    from hooks.report.smoke import result_file
-    from hooks.smoke.baseline import read_json
+    from hooks.report.smoke import SmokeRecord, result_file
     from hooks.smoke.run import work_dir
 
     wanted = _answers(dest / scaffold.answers_file(row.model)).get("run_smoke", True) is not False
     if not wanted or row.failed:
         row.smoke = "skipped" if not wanted else "not run"
         return
-    record = result_file(work_dir(row.model))
-    record.unlink(missing_ok=True)  # never a previous run's figures
+    path = result_file(work_dir(row.model))
+    path.unlink(missing_ok=True)  # never a previous run's figures
     done = subprocess.run([sys.executable, "-m", "hooks.smoke", str(scaffold.answers_file(row.model)), "--dest",
                            str(dest), *([] if report else ["--no-report"])], cwd=dest, capture_output=True, text=True,
                           env=env_with_hooks(), check=False)
-    verdict = next((line for line in done.stdout.splitlines() if line.startswith("smoke[")), "")
-    result = read_json(record) or {}
-    comparison = result.get("baseline")
-    if comparison:
-        row.losses, row.regressed = comparison["line"], not comparison["within"]
-    elif result.get("recorded"):
+    record = SmokeRecord.read(path)
+    if record is None:  # the smoke stopped before it had a verdict: its own last words say why
+        row.smoke, row.losses = f"FAIL ({done.stderr.strip()[-300:] or done.stdout.strip()[-300:]})", "not compared"
+        return
+    row.regressed = record.regressed
+    if record.baseline:
+        row.losses = record.baseline.line()
+    elif record.recorded:
         row.losses = "none before: recorded by this smoke"
     else:
-        row.losses = str(result.get("st") or "not compared").removeprefix("system test: ")
-    ran = " PASS: " in verdict if verdict else done.returncode == 0
-    only_losses = row.regressed and "losses moved from the recorded baseline" in verdict  # else its own cause
-    row.smoke = ("PASS" if ran else "FAIL (loss regression)" if only_losses
-                 else f"FAIL ({verdict or done.stderr.strip()[-300:]})")
+        row.losses = (record.st or "not compared").removeprefix("system test: ")
+    only_losses = record.regressed and "losses moved from the recorded baseline" in record.summary  # else its cause
+    row.smoke = "PASS" if record.passed else "FAIL (loss regression)" if only_losses else f"FAIL ({record.summary})"
 
 
 def table(rows: list[Row]) -> str:

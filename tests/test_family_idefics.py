@@ -146,12 +146,12 @@ def test_plan(arch: str, tiny_models) -> None:
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan
-    assert plan["problems"] == []
-    assert plan["apply_modules"] == EXPECTED_APPLY[arch]
-    assert plan["ep_modules"] == []
+    assert plan.problems == []
+    assert plan.apply_modules == EXPECTED_APPLY[arch]
+    assert plan.ep_modules == []
     assert facts.tie_word_embeddings == (arch == "gemma3n")
     names = [name for name, _ in AutoModelForImageTextToText.from_pretrained(tiny_models(arch)).named_modules()]
-    for pattern in plan["apply_modules"] + plan["recompute_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules:
         assert any(module_name_match(pattern, name) for name in names), pattern
 
 
@@ -165,8 +165,8 @@ def test_mllama_mixed_layer_list_is_one_block_container(tiny_models) -> None:
     kinds = [type(layer).__name__ for layer in model.model.language_model.layers]
     assert kinds == ["MllamaSelfAttentionDecoderLayer", "MllamaCrossAttentionDecoderLayer"]
     plan = probe(tiny_models("mllama"), with_processor=False).plan
-    assert "model.language_model.layers.{*}" in plan["recompute_modules"]
-    assert plan["language_tower"] == "model.language_model" and plan["vision_towers"] == ["model.vision_model"]
+    assert "model.language_model.layers.{*}" in plan.recompute_modules
+    assert plan.language_tower == "model.language_model" and plan.vision_towers == ["model.vision_model"]
 
 
 def test_vq_tokenizer_is_never_its_own_unit() -> None:

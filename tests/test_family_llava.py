@@ -104,15 +104,15 @@ def test_plan(arch: str, tiny_models) -> None:
 
     facts = probe(tiny_models(arch), with_processor=False)
     plan = facts.plan
-    assert plan["problems"] == []
-    assert plan["apply_modules"] == expected_units(arch)
+    assert plan.problems == []
+    assert plan.apply_modules == expected_units(arch)
     vision = [] if arch in NO_VISION_RECOMPUTE else [VISION_LAYERS.get(arch, CLIP_LAYERS)]
-    assert plan["recompute_modules"] == [*vision, "model.language_model.layers.{*}"]
-    assert plan["ep_modules"] == [] and plan["vision_towers"] == ["model.vision_tower"]
-    assert plan["language_tower"] == "model.language_model"
+    assert plan.recompute_modules == [*vision, "model.language_model.layers.{*}"]
+    assert plan.ep_modules == [] and plan.vision_towers == ["model.vision_tower"]
+    assert plan.language_tower == "model.language_model"
     assert facts.tie_word_embeddings == (arch in TIED)
     names = [name for name, _ in AutoModelForImageTextToText.from_pretrained(tiny_models(arch)).named_modules()]
-    for pattern in plan["apply_modules"] + plan["recompute_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules:
         assert any(module_name_match(pattern, name) for name in names), pattern
 
 

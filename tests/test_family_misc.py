@@ -116,18 +116,18 @@ def test_plan(arch: str, tiny_models) -> None:
 
     facts = probe(tiny_models(arch))
     plan = facts.plan
-    assert plan["problems"] == [] and "error" not in facts.processor
-    assert plan["apply_modules"] == EXPECTED_UNITS[arch]
-    assert plan["ep_modules"] == EXPECTED_EP.get(arch, [])
-    assert plan["hook_modules"] == (plan["recompute_modules"][-1:] if arch in EXPECTED_EP else [])
+    assert plan.problems == [] and "error" not in facts.processor
+    assert plan.apply_modules == EXPECTED_UNITS[arch]
+    assert plan.ep_modules == EXPECTED_EP.get(arch, [])
+    assert plan.hook_modules == (plan.recompute_modules[-1:] if arch in EXPECTED_EP else [])
     assert not facts.tie_word_embeddings
     names = [n for n, _ in AutoModelForImageTextToText.from_pretrained(tiny_models(arch)).named_modules()]
-    for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules + plan.ep_modules:
         assert any(module_name_match(pattern, n) for n in names), pattern
-    experts = [n for n in names if any(module_name_match(p, n) for p in plan["ep_modules"])]
+    experts = [n for n in names if any(module_name_match(p, n) for p in plan.ep_modules)]
     assert len(experts) == EP_LAYERS.get(arch, 0)
     # No FSDP unit is an expert module or inside one: EP shards the experts, nothing wraps them twice.
-    units = [n for n in names if any(module_name_match(p, n) for p in plan["apply_modules"])]
+    units = [n for n in names if any(module_name_match(p, n) for p in plan.apply_modules)]
     assert not [u for u in units for e in experts if u == e or u.startswith(e + ".")]
 
 
@@ -142,7 +142,7 @@ def test_recompute_targets_take_past_key_values(arch: str, tiny_models) -> None:
 
     plan = probe(tiny_models(arch), with_processor=False).plan
     model = AutoModelForImageTextToText.from_pretrained(tiny_models(arch))
-    for pattern in plan["recompute_modules"]:
+    for pattern in plan.recompute_modules:
         for name, module in model.named_modules():
             if module_name_match(pattern, name):
                 params = inspect.signature(module.forward).parameters.values()

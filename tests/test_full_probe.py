@@ -95,19 +95,19 @@ def test_every_full_config_has_expectations() -> None:
 def test_full_config_plan(name: str, probed) -> None:
     facts, table = probed[name]
     plan = facts.plan
-    assert plan["problems"] == []
+    assert plan.problems == []
     wanted_apply, wanted_ep = EXPECTED[name]
-    assert [p for p in plan["apply_modules"] if p in wanted_apply] == wanted_apply
-    assert plan["ep_modules"] == wanted_ep
-    assert plan["hook_modules"] == (plan["recompute_modules"][-1:] if wanted_ep else [])
+    assert [p for p in plan.apply_modules if p in wanted_apply] == wanted_apply
+    assert plan.ep_modules == wanted_ep
+    assert plan.hook_modules == (plan.recompute_modules[-1:] if wanted_ep else [])
     names = [m.name for m in table.modules]
-    for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules + plan.ep_modules:
         assert any(module_name_match(pattern, n) for n in names), pattern
     # Experts are sharded by EP inside their layer's unit, never FSDP units of their own.
-    assert not any(".experts" in p for p in plan["apply_modules"])
-    assert plan["recompute_modules"][-1] == [p for p in wanted_apply if p.endswith("layers.{*}")][-1]
-    assert plan["non_root_share"] > 0.9
-    owners = unit_owners(table, plan["apply_modules"])
+    assert not any(".experts" in p for p in plan.apply_modules)
+    assert plan.recompute_modules[-1] == [p for p in wanted_apply if p.endswith("layers.{*}")][-1]
+    assert plan.non_root_share > 0.9
+    owners = unit_owners(table, plan.apply_modules)
     for a, b in table.tied:  # one unit owns a shared weight
         assert owners[a] == owners[b], (a, b)
 
@@ -116,7 +116,7 @@ def test_tied_gemma3_keeps_the_tie_in_one_unit(probed) -> None:
     facts, table = probed["gemma-3-27b-it"]
     assert facts.tie_word_embeddings and table.tied == [("model.language_model.embed_tokens", "lm_head")]
     assert not {"lm_head", "model.language_model", "model.language_model.embed_tokens"} & set(
-        facts.plan["apply_modules"])
+        facts.plan.apply_modules)
 
 
 def test_full_glm45v_parameters_and_modules(probed) -> None:

@@ -89,19 +89,19 @@ def test_probe_without_checkout_trains_the_thinker_and_says_why(arch: str, omni_
     assert f"talker, {vocoder} not trained" in reason
     assert facts.returns_loss and facts.model_type == arch
     plan = facts.plan
-    assert plan["problems"] == []
-    every = plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"] + plan["freeze_proposal"]
+    assert plan.problems == []
+    every = plan.apply_modules + plan.recompute_modules + plan.ep_modules + plan.freeze_proposal
     assert not [p for p in every if p.split(".")[0] in {"thinker", "talker", "token2wav", "code2wav"}], every
-    assert {"audio_tower", "visual", "model.layers.{*}", "lm_head"} <= set(plan["apply_modules"])
+    assert {"audio_tower", "visual", "model.layers.{*}", "lm_head"} <= set(plan.apply_modules)
 
 
 @pytest.mark.parametrize("arch", sorted(OMNI))
 def test_towers_are_typed_by_medium(arch: str, omni_facts) -> None:
     facts = omni_facts[arch]
     plan = facts.plan
-    assert plan["towers"] == {"audio_tower": "audio", "visual": "vision"}
-    assert plan["vision_towers"] == ["visual"]  # the audio tower is no vision tower
-    assert sorted(plan["freeze_proposal"]) == ["audio_tower", "visual"]
+    assert plan.towers == {"audio_tower": "audio", "visual": "vision"}
+    assert plan.vision_towers == ["visual"]  # the audio tower is no vision tower
+    assert sorted(plan.freeze_proposal) == ["audio_tower", "visual"]
     text = render_table(facts)
     assert "audio_tower (audio), visual (vision), model (language)" in text
     assert "trains           thinker of" in text
@@ -130,7 +130,7 @@ def test_a_talker_or_vocoder_is_no_vision_tower() -> None:
     assert plan.vision_towers == ["visual"]
     assert plan.freeze_proposal == ["visual", "audio_tower"]
     assert plan.encoder_towers == {"visual": "vision", "audio_tower": "audio"}
-    assert "talker (no medium: not an encoder)" in towers_text(plan.to_dict())
+    assert "talker (no medium: not an encoder)" in towers_text(plan)
 
 
 def test_old_facts_without_the_new_fields_still_load(omni_facts) -> None:
@@ -229,7 +229,7 @@ def _thinker(folder: Path) -> Any:
     from hooks.model.stages import load_trained
 
     facts = probe(folder, with_processor=False)
-    return load_trained(folder, facts.trained_submodule, dtype=torch.float32), facts.plan["ep_modules"]
+    return load_trained(folder, facts.trained_submodule, dtype=torch.float32), facts.plan.ep_modules
 
 
 def test_experts_no_token_reaches_are_found_on_the_model(tiny_models) -> None:
@@ -251,7 +251,7 @@ def test_experts_no_token_reaches_are_found_on_the_model(tiny_models) -> None:
     assert all(p.grad is None for p in thinker.parameters())  # left as it was found
     folder = tiny_models("qwen3_vl_moe")
     stacked = transformers_class(folder).from_pretrained(folder, dtype=torch.float32)
-    plain = unrouted_experts(stacked, probe(folder, with_processor=False).plan["ep_modules"])
+    plain = unrouted_experts(stacked, probe(folder, with_processor=False).plan.ep_modules)
     assert plain.checked == 2 and not plain.hazard and plain.finding() == ""
 
 
@@ -281,8 +281,8 @@ def test_contract_smoke_trains_ranks_that_route_apart(routed_apart: Path) -> Non
 
     facts = probe(routed_apart, with_processor=False)
     plan = facts.plan
-    result = run_contract_smoke(routed_apart, plan["apply_modules"], steps=3, recompute=plan["recompute_modules"],
-                                fork=True, stage=facts.trained_submodule, experts=plan["ep_modules"])
+    result = run_contract_smoke(routed_apart, plan.apply_modules, steps=3, recompute=plan.recompute_modules,
+                                fork=True, stage=facts.trained_submodule, experts=plan.ep_modules)
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
     warning = next(note for note in result.notes if note.startswith("WARNING: experts no token reaches"))
     assert "this contract smoke has the 2 FSDP unit(s) owning them reduce-scatter zeros instead" in warning

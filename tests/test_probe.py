@@ -47,10 +47,10 @@ def qwen3vl_30b():
 def test_qwen3vl_30b_matches_human_plan_pattern_for_pattern(qwen3vl_30b) -> None:
     plan = qwen3vl_30b.plan
     human = human_plan()
-    assert plan["apply_modules"] == human["apply_modules"]
-    assert plan["ep_modules"] == human["ep_modules"]
-    assert plan["recompute_modules"] == human["recompute_modules"]
-    assert plan["problems"] == []
+    assert plan.apply_modules == human["apply_modules"]
+    assert plan.ep_modules == human["ep_modules"]
+    assert plan.recompute_modules == human["recompute_modules"]
+    assert plan.problems == []
     assert qwen3vl_30b.num_parameters > 30_000_000_000
 
 
@@ -67,14 +67,14 @@ def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     cls = resolve_model_class(config, model_dir, trust_remote_code=False)
     names = [m.name for m in module_table(build_meta_model(cls, config)).modules]
     relevant = [p for p in human_plan()["apply_modules"] if any(module_name_match(p, n) for n in names)]
-    assert set(relevant) <= set(facts.plan["apply_modules"])
-    assert all(rep["matched"] >= 1 for rep in facts.plan["reports"])
+    assert set(relevant) <= set(facts.plan.apply_modules)
+    assert all(rep.matched >= 1 for rep in facts.plan.reports)
     from dataclasses import asdict
 
     from hooks.data.candidates import recommend
 
     choice = recommend(asdict(facts), None)
-    assert facts.plan["problems"] == [] and (choice["branch"], choice["template"]) == ("a", "qwen2vl")
+    assert facts.plan.problems == [] and (choice["branch"], choice["template"]) == ("a", "qwen2vl")
 
 
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])
@@ -85,7 +85,7 @@ def test_plan_patterns_match_the_real_model(arch: str, tiny_models) -> None:
     facts = probe(tiny_models(arch))
     names = [n for n, _ in AutoModelForImageTextToText.from_pretrained(tiny_models(arch)).named_modules()]
     plan = facts.plan
-    for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules + plan.ep_modules:
         assert any(module_name_match(pattern, n) for n in names), pattern
     assert facts.returns_loss and facts.processor["class"].endswith("Processor")
     assert "pixel_values" in facts.processor["output_keys"]

@@ -131,13 +131,13 @@ def facts(tiny_models):
 
 def test_probe_with_consent(facts) -> None:
     plan = facts.plan
-    assert plan["problems"] == []
+    assert plan.problems == []
     assert facts.remote_code and facts.architecture == "RemoteVlmForConditionalGeneration"
     assert facts.class_module.endswith(".modeling_remote_vlm")
-    assert plan["apply_modules"] == APPLY_MODULES
-    assert plan["recompute_modules"] == ["vision_tower.blocks.{*}", "language_model.layers.{*}"]
-    assert plan["ep_modules"] == [] and plan["vision_towers"] == ["vision_tower"]
-    assert plan["language_tower"] == "language_model"
+    assert plan.apply_modules == APPLY_MODULES
+    assert plan.recompute_modules == ["vision_tower.blocks.{*}", "language_model.layers.{*}"]
+    assert plan.ep_modules == [] and plan.vision_towers == ["vision_tower"]
+    assert plan.language_tower == "language_model"
     assert facts.forward_accepts_kwargs and facts.returns_loss and not facts.tie_word_embeddings
     assert facts.no_split_modules == ["RemoteVlmDecoderLayer", "RemoteVlmVisionBlock"]
     assert facts.processor["class"] == "RemoteVlmProcessor"
@@ -152,7 +152,7 @@ def test_plan_patterns_match_the_real_model(facts, tiny_models) -> None:
     model = AutoModelForImageTextToText.from_pretrained(tiny_models("remote_vlm"), trust_remote_code=True)
     names = [name for name, _ in model.named_modules()]
     plan = facts.plan
-    for pattern in plan["apply_modules"] + plan["recompute_modules"] + plan["ep_modules"]:
+    for pattern in plan.apply_modules + plan.recompute_modules + plan.ep_modules:
         assert any(module_name_match(pattern, name) for name in names), pattern
 
 
@@ -205,7 +205,7 @@ def test_shrink_full_size_default_config(tiny_models, tmp_path: Path) -> None:
 def test_contract_smoke(tiny_models, facts, arch: str) -> None:
     from hooks.smoke.contract import run_contract_smoke
 
-    result = run_contract_smoke(tiny_models(arch), facts.plan["apply_modules"], trust_remote_code=True)
+    result = run_contract_smoke(tiny_models(arch), facts.plan.apply_modules, trust_remote_code=True)
     assert result.passed, result.summary() + "\n" + result.error + "\n" + result.log_tail
     assert len(result.losses) == 5 and all(math.isfinite(x) and x > 0 for x in result.losses)
 

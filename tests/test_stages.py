@@ -72,11 +72,11 @@ def test_thinker_plan_matches_the_example_yaml(thinker: facts_mod.ModelFacts) ->
     assert stage["name"] == "thinker" and stage["config_key"] == "thinker_config"
     assert stage["published_class"] == "Qwen3OmniMoeForConditionalGeneration"
     plan = thinker.plan
-    assert plan["problems"] == []
-    assert set(plan["apply_modules"]) == set(YAML_APPLY) | EXTRA_APPLY
-    assert set(plan["recompute_modules"]) == set(YAML_RECOMPUTE) | EXTRA_RECOMPUTE
-    assert plan["ep_modules"] == ["model.layers.{*}.mlp.experts"]
-    assert plan["freeze_proposal"] == ["audio_tower", "visual"]  # the towers the example freezes
+    assert plan.problems == []
+    assert set(plan.apply_modules) == set(YAML_APPLY) | EXTRA_APPLY
+    assert set(plan.recompute_modules) == set(YAML_RECOMPUTE) | EXTRA_RECOMPUTE
+    assert plan.ep_modules == ["model.layers.{*}.mlp.experts"]
+    assert plan.freeze_proposal == ["audio_tower", "visual"]  # the towers the example freezes
     assert thinker.media_tokens["image_token_id"] == 151655  # read off thinker_config, not the top level
 
 
@@ -170,5 +170,5 @@ def test_rendered_plugin_and_yaml_start_at_the_thinker(thinker: facts_mod.ModelF
     assert 'super()._from_config(getattr(config, "thinker_config", config), **kwargs)' in source
     assert 'config = getattr(transformer_config, "thinker_config", transformer_config)' in source
     config = yaml.safe_load((dest / "examples/omni/omni_config.yaml").read_text())
-    assert config["parallel"]["fsdp_plan"]["apply_modules"] == thinker.plan["apply_modules"]
-    assert config["features"]["recompute_plan"]["apply_modules"] == thinker.plan["recompute_modules"]
+    assert config["parallel"]["fsdp_plan"]["apply_modules"] == thinker.plan.apply_modules
+    assert config["features"]["recompute_plan"]["apply_modules"] == thinker.plan.recompute_modules

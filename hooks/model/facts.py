@@ -71,7 +71,7 @@ class ModelFacts:
     tie_word_embeddings: bool
     no_split_modules: list[str]
     media_tokens: dict[str, Any]
-    plan: dict[str, Any]
+    plan: Plan  # FSDP2 units, recompute, expert parallel, freeze proposal, with their counts (hooks.model.plan)
     processor: dict[str, Any] = field(default_factory=dict)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
     build: BuildRecord = field(default_factory=BuildRecord)  # how the structure was built, where it matters
@@ -106,7 +106,8 @@ class ModelFacts:
         the data stage's now (``hooks.data.candidates.recommend``), so such keys are left out here."""
         names = {f.name for f in fields(cls)}
         given = {k: v for k, v in data.items() if k in names}
-        return cls(**{**given, "build": BuildRecord.from_dict(given.get("build"))})
+        typed = {"build": BuildRecord.from_dict(given.get("build")), "plan": Plan.from_dict(given["plan"])}
+        return cls(**{**given, **typed})
 
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
@@ -359,7 +360,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
                                  or getattr(text_cfg, "tie_word_embeddings", False)) and bool(table.tied),
         no_split_modules=table.no_split,
         media_tokens=media_tokens(config),
-        plan=plan.to_dict(),
+        plan=plan,
         attention=attention,
         build=build if how != META or build.attention_set_by_model else BuildRecord(),
         unused_media=unused_media_params(cls),

@@ -8,6 +8,7 @@ from typing import Any
 
 from hooks.model.facts import ModelFacts
 from hooks.model.modality import input_medium
+from hooks.model.plan import Plan
 
 
 def _processor_line(proc: dict[str, Any]) -> str:
@@ -23,15 +24,11 @@ def ignored_media_text(facts: ModelFacts) -> str:
             "the model and it would train on text alone")
 
 
-def towers_text(plan: dict[str, Any]) -> str:
-    """The plan's towers with the medium each encodes (``Plan.towers``), then the language tower; plans frozen
-    before the media were recorded list their ``vision_towers`` as they were."""
-    towers = plan.get("towers")
-    if towers is None:
-        towers = {name: "vision" for name in plan.get("vision_towers") or []}
-    parts = [f"{name} ({medium or 'no medium: not an encoder'})" for name, medium in towers.items()]
-    if plan.get("language_tower"):
-        parts.append(f"{plan['language_tower']} (language)")
+def towers_text(plan: Plan) -> str:
+    """The plan's towers with the medium each encodes (``Plan.towers``), then the language tower."""
+    parts = [f"{name} ({medium or 'no medium: not an encoder'})" for name, medium in plan.towers.items()]
+    if plan.language_tower:
+        parts.append(f"{plan.language_tower} (language)")
     return ", ".join(parts) or "none found"
 
 
@@ -53,15 +50,15 @@ def render_table(facts: ModelFacts) -> str:
         "",
         f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
     ]
-    for rep in plan["reports"]:
-        lines.append(f"{rep['pattern']:56} {rep['matched']:>7} {rep['params']:>14,}")
+    for rep in plan.reports:
+        lines.append(f"{rep.pattern:56} {rep.matched:>7} {rep.params:>14,}")
     lines += [
-        f"share of parameters in non-root units: {plan['non_root_share']:.1%}",
-        f"recompute        {plan['recompute_modules']}",
-        f"expert parallel  {plan['ep_modules'] or 'none (dense)'}",
-        f"freeze proposal  {plan['freeze_proposal']} (media encoders; not applied by default)",
+        f"share of parameters in non-root units: {plan.non_root_share:.1%}",
+        f"recompute        {plan.recompute_modules}",
+        f"expert parallel  {plan.ep_modules or 'none (dense)'}",
+        f"freeze proposal  {plan.freeze_proposal} (media encoders; not applied by default)",
     ]
-    lines += [f"PROBLEM: {p}" for p in plan["problems"]]
+    lines += [f"PROBLEM: {p}" for p in plan.problems]
     return "\n".join(lines)
 
 
@@ -84,10 +81,10 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
         ("processor", processor),
         ("media inputs", ", ".join(media) or "none in forward()"),
         ("towers", towers_text(plan)),
-        ("FSDP2 units", f"{len(plan['apply_modules'])} patterns, {plan['non_root_share']:.1%} of parameters "
+        ("FSDP2 units", f"{len(plan.apply_modules)} patterns, {plan.non_root_share:.1%} of parameters "
                         "outside the root"),
-        ("recompute", f"{len(plan['recompute_modules'])} patterns; expert parallel: "
-                      f"{', '.join(plan['ep_modules']) or 'none (dense)'}"),
+        ("recompute", f"{len(plan.recompute_modules)} patterns; expert parallel: "
+                      f"{', '.join(plan.ep_modules) or 'none (dense)'}"),
     ]
     build = facts.build
     if build.how:
@@ -96,7 +93,7 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
                            "does not reach it") for name, value in build.attention_set_by_model.items()]
     if facts.unused_media:
         rows.append(("PROBLEM", ignored_media_text(facts)))
-    rows += [("PROBLEM", problem) for problem in plan["problems"]]
+    rows += [("PROBLEM", problem) for problem in plan.problems]
     lines = [f"Probe findings ({build.how or 'meta device'}, no weights read):"]
     for key, value in [("model folder", model_path), *rows]:
         lines += wrap(f"  {key:<13}{value}", width, hang=15)

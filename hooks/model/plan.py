@@ -32,7 +32,8 @@ emitted as MindSpeed-MM ``apply_modules`` patterns:
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from hooks.model.matching import generalize, module_name_match
 from hooks.model.modality import tower_medium
@@ -149,6 +150,16 @@ class Plan:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """The plan of an answers file (``model_facts.plan``). Plans frozen before the media were recorded have no
+        ``towers``: their ``vision_towers`` were the only towers then, so they stand in as vision encoders."""
+        given = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        given["reports"] = [PatternReport(**report) for report in data.get("reports", [])]
+        if "towers" not in data:
+            given["towers"] = {name: "vision" for name in data.get("vision_towers") or []}
+        return cls(**given)
 
 
 def _inside(name: str, scope: str) -> bool:

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         copied = write_remote_code(model_dir, plugin_dir, facts)
         echo(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
              + ", ".join(p.name for p in copied))
-    if facts.plan["problems"]:
+    if facts.plan.problems:
         echo("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
         return 1

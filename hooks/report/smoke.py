@@ -9,11 +9,13 @@ printed last. ``--record-baseline`` records the system test's baseline from this
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hooks import scaffold
 from hooks.report.migration import write_section, write_smoke_section
+from hooks.smoke.baseline import Comparison, read_json
 from hooks.smoke.run import run_smoke
 from hooks.smoke.verdict import SmokeResult, print_iteration
 from hooks.terminal import echo
@@ -44,12 +46,49 @@ def smoke_and_report(
     if report:
         write_smoke_section(migration, result, inputs, note)
         write_section(migration, "st", st_section(dest, answers, outcome))
-    record = {"passed": result.passed, "mode": result.mode, "wall_s": result.wall_s, "peak_rss_mb": result.peak_rss_mb,
-              "summary": result.summary(), "log": result.log_path, "notes": result.notes, "losses": result.losses,
-              "device": result.device, "baseline": outcome.comparison.to_dict() if outcome.comparison else None,
-              "st": outcome.note, "recorded": outcome.recorded}
-    result_file(inputs.work_dir).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    SmokeRecord(passed=result.passed, mode=result.mode, summary=result.summary(), wall_s=result.wall_s,
+                peak_rss_mb=result.peak_rss_mb, log=result.log_path, notes=result.notes, losses=result.losses,
+                device=result.device, baseline=outcome.comparison, st=outcome.note, recorded=outcome.recorded,
+                regressed=outcome.regressed).write(result_file(inputs.work_dir))
     return result
+
+
+@dataclass
+class SmokeRecord:
+    """What a smoke leaves beside its log, ``smoke_result.json``: the smoke verdict as the next stage reads it.
+
+    ``hooks.update`` fills its table from this record (never from the smoke's terminal output); the copy's
+    benchmark reads it too. The file is JSON so that a reviewer can open it.
+    """
+
+    passed: bool  # the verdict (a loss regression against the recorded baseline fails it)
+    mode: str  # "framework" (the real trainer) or "contract" (torch fully_shard)
+    summary: str  # the verdict line, ``SmokeResult.summary()``: "smoke[framework] PASS: 5/5 iterations, loss ..."
+    wall_s: float = 0.0
+    peak_rss_mb: list[float] = field(default_factory=list)  # per rank, when known
+    log: str = ""  # the full log of the run
+    notes: list[str] = field(default_factory=list)  # what the run reported about itself (CPU bridges used)
+    losses: list[float] = field(default_factory=list)
+    device: str = ""  # cpu | cuda | npu
+    baseline: Comparison | None = None  # this run's losses against the system test's baseline, when there was one
+    st: str = ""  # the system test's one-line note ("system test: baseline recorded ...")
+    recorded: bool = False  # this run recorded the baseline (there was none, or --record-baseline)
+    regressed: bool = False  # the losses moved from the baseline beyond the comparator's tolerance
+
+    def write(self, path: Path) -> None:
+        data = {**asdict(self), "baseline": self.baseline.to_dict() if self.baseline else None}
+        Path(path).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> SmokeRecord | None:
+        """The record at ``path``, or None when no smoke left one (absent or unreadable)."""
+        data = read_json(path)
+        if data is None:
+            return None
+        given = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        given["baseline"] = Comparison.from_dict(data["baseline"]) if data.get("baseline") else None
+        given.setdefault("regressed", bool(given["baseline"] and not given["baseline"].within))
+        return cls(**given)
 
 
 def result_file(work_dir: Path) -> Path:

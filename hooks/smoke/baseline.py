@@ -144,6 +144,12 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "within": self.within, "line": self.line()}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        """A comparison written by ``to_dict`` (``within`` and ``line`` are computed again, not read)."""
+        return cls(list(data["expected"]), list(data["actual"]), float(data["max_rel"]), int(data["first_step"]),
+                   str(data.get("error", "")))
+
 
 def _rel(expected: float, actual: float) -> float:
     if expected == 0:

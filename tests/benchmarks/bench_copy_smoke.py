@@ -30,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from hooks.demo import prepare_destination  # noqa: E402
+from hooks.report.smoke import SmokeRecord  # noqa: E402
 from hooks.tiny import build_tiny_model  # noqa: E402
 
 
@@ -83,10 +85,10 @@ def bare_trainer_run(checkout: Path, model_dir: Path, model_id: str, work: Path)
 def copy_with_smoke(checkout: Path, model_dir: Path) -> tuple[float, dict]:
     """``copier copy`` with its post-generation smoke; returns the wall time and the smoke's result record."""
     wall, done = timed(copier_copy(checkout, model_dir, "bench", skip_tasks=False))
-    record = Path(os.environ["MSMM_CACHE"]) / "smoke" / "bench" / "smoke_result.json"
-    if done.returncode != 0 or not record.is_file():
+    record = SmokeRecord.read(Path(os.environ["MSMM_CACHE"]) / "smoke" / "bench" / "smoke_result.json")
+    if done.returncode != 0 or record is None:
         return wall, {"error": (done.stdout + done.stderr)[-500:]}
-    return wall, json.loads(record.read_text())
+    return wall, asdict(record)
 
 
 def parity_check(checkout: Path, model_dir: Path) -> dict[str, object]:

@@ -42,7 +42,7 @@ facts_mod.module_table = counting_table
 def main():
     facts = probe(Path(sys.argv[1]), with_processor=False)
     print(json.dumps({"timings": facts.timings, "modules": counted[0], "params": facts.num_parameters,
-                      "problems": facts.plan["problems"],
+                      "problems": facts.plan.problems,
                       "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
     return 0
 run_one_shot(main)
