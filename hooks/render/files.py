@@ -2,12 +2,13 @@
 
 copier renders the scaffold into the checkout. The data-parity check that picks the data branch
 runs *before* that, on the branch-b data plugin the copy would write, so this module renders those
-template files the way copier does (same loader root, same filters, same environment options) into
+template files with copier's own Jinja environment for the template (``copier_environment``) into
 a scratch folder. A tier-2 test checks that both renders are byte-identical.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -135,13 +136,23 @@ RENDER_FILTERS = {
 
 
 def render_template_file(relpath: str, context: dict[str, Any]) -> str:
-    """One template file rendered as copier renders it (``copier.yml``'s ``_envops``: keep_trailing_newline)."""
-    import jinja2
+    """One template file rendered by copier's own Jinja environment for this template (its loader, ``copier.yml``'s
+    ``_envops`` and ``_jinja_extensions``, hence the same filters): what the copy would write, before it writes."""
+    return copier_environment().get_template(relpath).render(**context)
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters.update(RENDER_FILTERS)
-    return env.get_template(relpath).render(**context)
+
+@functools.cache
+def copier_environment() -> Any:
+    """copier's Jinja environment for the template at ``TEMPLATE_ROOT``, built once per process. copier clones a
+    local git template to read it (well under a second); the clone is removed when the process exits."""
+    import atexit
+    import tempfile
+
+    from copier._main import Worker
+
+    worker = Worker(src_path=str(TEMPLATE_ROOT), dst_path=tempfile.gettempdir(), unsafe=True, quiet=True)
+    atexit.register(worker.__exit__, None, None, None)
+    return worker.jinja_env
 
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
