@@ -3,16 +3,22 @@
 copier renders templates; a remote-code model's plugin imports the release's modeling/configuration files
 relatively (as the in-repo kimi plugins carry their HF files), so they are copied verbatim into
 ``mindspeed_mm/fsdp/models/<id>/remote_code/``, with the model card's image function and the user's sample builder
-where the dataset plugin uses them. Run by the post-generation task right after copier rendered the scaffold.
+where the dataset plugin uses them. Run as copier's first task, right after it rendered the scaffold and before the
+report's task (``hooks.report.postgen``): ``python -m hooks.render.remote_code .copier-answers/<model_id>.yml``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import shutil
 from pathlib import Path
 
+from hooks import load_answers, scaffold
 from hooks.model.facts import ModelFacts
+from hooks.render.files import copies_remote_code
+from hooks.terminal import echo
 
 # Where a remote-code model's own files go, inside its plugin dir (partials/modeling.py.jinja imports them).
 REMOTE_CODE_DIR = "remote_code"
@@ -91,3 +97,24 @@ def write_remote_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> l
     """Every file the plugin imports from ``remote_code/``: the release's code, its card's function, the builder."""
     return (copy_remote_code(model_dir, plugin_dir, facts.class_module) + write_card_code(model_dir, plugin_dir, facts)
             + write_builder_code(plugin_dir, facts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hooks.render.remote_code", description=__doc__.splitlines()[0])
+    parser.add_argument("answers", type=Path)
+    args = parser.parse_args(argv)
+    answers = load_answers(args.answers)
+    facts = ModelFacts.from_dict(answers["model_facts"])
+    if not copies_remote_code(facts):
+        return 0
+    dest = Path.cwd()
+    model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
+    plugin_dir = dest / scaffold.model_plugin_dir(answers["model_id"])
+    copied = write_remote_code(model_dir, plugin_dir, facts)
+    echo(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
+         + ", ".join(p.name for p in copied))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

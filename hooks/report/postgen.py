@@ -2,10 +2,8 @@
 
 Runs in the destination checkout with the hooks interpreter the user chose.
 The plan was derived at question time and frozen into the answers file, so no
-probe runs here. For a remote-code model it first copies the model's own
-modeling/configuration files next to the plugin (copier can only render
-templates; the plugin imports them relatively instead of loading code from the
-model path at import time: ``hooks.render.remote_code``). ``--no-smoke`` (question ``run_smoke: false``) stops after the
+probe runs here; a remote-code model's own files were copied next to its plugin by the task before this one
+(``hooks.render.remote_code``). ``--no-smoke`` (question ``run_smoke: false``) stops after the
 summary; ``copier copy --skip-tasks`` skips this task entirely.
 
 ``python -m hooks.report.postgen .copier-answers/<model_id>.yml [--no-smoke]``
@@ -22,8 +20,6 @@ from hooks import FINDINGS_SHOWN, exit_now, load_answers, scaffold
 from hooks.lifetime import follow_owner
 from hooks.model.facts import ModelFacts
 from hooks.model.facts_text import ignored_media_text, render_table
-from hooks.render.files import copies_remote_code
-from hooks.render.remote_code import REMOTE_CODE_DIR, write_remote_code
 from hooks.report.smoke import smoke_and_report
 from hooks.report.summary import print_summary
 from hooks.terminal import echo
@@ -77,12 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         echo(f"recommended data branch {recommended['branch']}: {recommended['reason']}")
     if os.environ.get(FINDINGS_SHOWN) != "1":  # an interactive copy showed them above the branch question
         echo(render_table(facts))
-    if copies_remote_code(facts):
-        model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-        plugin_dir = dest / scaffold.model_plugin_dir(answers["model_id"])
-        copied = write_remote_code(model_dir, plugin_dir, facts)
-        echo(f"copied the model's remote code into {plugin_dir.relative_to(dest) / REMOTE_CODE_DIR}: "
-             + ", ".join(p.name for p in copied))
     if facts.plan.problems:
         echo("error: the derived plan has problems (listed above); the scaffold is written, fix the YAML by hand",
               file=sys.stderr)
