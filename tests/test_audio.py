@@ -16,7 +16,9 @@ import pytest
 
 from hooks.data.records import dataset_runtime
 from hooks.data.sample import build_demo_dataset, demo_audio, write_wav
+from hooks.model.facts import ModelFacts
 from tests.copier_run import changed_paths, copy, git_init, mm_checkout
+from tests.model_facts import stand_in_facts
 
 QUESTION = [("user", "<audio>What do you hear?"), ("assistant", "A low tone.")]
 
@@ -58,9 +60,10 @@ def test_numbered_clips_leave_branch_c_and_the_reason_says_why(facts: dict) -> N
     from hooks.data.candidates import candidates, recommend
     from hooks.render.validators import branch_error
 
-    assert candidates(facts, "qwen2_audio") == []  # "Audio 1: ..." is no fixed template item: no derived template
-    reason = recommend(facts, None)["reason"]
-    assert recommend(facts, None)["branch"] == "c" and "two audios are not written as two items" in reason
+    typed = ModelFacts.from_dict(facts)
+    assert candidates(typed, "qwen2_audio") == []  # "Audio 1: ..." is no fixed template item: no derived template
+    reason = recommend(typed, None)["reason"]
+    assert recommend(typed, None)["branch"] == "c" and "two audios are not written as two items" in reason
     assert branch_error("b", facts).startswith("data_branch: b derives a template") and "audio" in branch_error(
         "b", facts)
 
@@ -115,11 +118,11 @@ def test_audio_a_data_path_cannot_take_is_refused_naming_it(processor) -> None:
 def test_untaken_media_error_names_the_record_and_the_medium() -> None:
     from hooks.data.audio import untaken_media_error
 
-    image_model = {"architecture": "Llava", "processor": {}}
+    image_model = stand_in_facts(architecture="Llava")
     records = [{"messages": [{"role": "user", "content": "Hi"}]}, {"messages": [], "audios": ["a.wav"]}]
     assert untaken_media_error(records, image_model).startswith("data_json: record 2 has audio clips or <audio>, but "
                                                                 "Llava takes no audio")
-    audio_model = {"architecture": "Qwen2Audio", "processor": {"media": ["audio"]}}
+    audio_model = stand_in_facts(architecture="Qwen2Audio", processor={"media": ["audio"]})
     assert untaken_media_error(records, audio_model) == ""
     assert "takes no image" in untaken_media_error([{"messages": [{"role": "user", "content": "<image>x"}]}],
                                                    audio_model)
@@ -248,7 +251,8 @@ def test_a_processor_that_takes_clips_only_through_its_chat_template_call_is_rea
     audio = proc["audio"]
     assert audio["kwarg"] == "" and audio["batch_keys"] == ["input_features"] and not audio["problems"]
     assert audio["one_audio_tokens"] > 375  # one 30 s chunk: 375 [AUDIO], and the turn around it
-    assert unbuildable(voxtral_facts) == "" and recommend(voxtral_facts, None)["branch"] == "c"
+    typed = ModelFacts.from_dict(voxtral_facts)
+    assert unbuildable(typed) == "" and recommend(typed, None)["branch"] == "c"
 
 
 def test_a_template_call_sample_trains_each_answer_and_matches_the_model_cards_call(
@@ -360,13 +364,14 @@ def test_branch_c_takes_the_media_its_convention_hands_the_processor() -> None:
     with audio stops the copy, and the smoke's generated sample holds images only."""
     from hooks.data.audio import media_taken, untaken_media_error
 
-    omni = {"architecture": "Omni", "processor": {"media": ["image", "audio"], "sample_format": {"kind": "prompt"}}}
+    omni = stand_in_facts(architecture="Omni", processor={"media": ["image", "audio"],
+                                                          "sample_format": {"kind": "prompt"}})
     assert media_taken(omni) == ["image", "audio"] and media_taken(omni, "c") == ["image"]
     record = [{"messages": [{"role": "user", "content": "<audio>Hi"}], "audios": ["a.wav"]}]
     refused = untaken_media_error(record, omni, branch="c")
     assert "branch c's 'prompt' convention hands the processor no audio" in refused
     assert untaken_media_error(record, omni, branch="b") == ""
-    chat = {"processor": {"media": ["audio"], "sample_format": {"kind": "chat", "media": ["audio"]}}}
+    chat = stand_in_facts(processor={"media": ["audio"], "sample_format": {"kind": "chat", "media": ["audio"]}})
     assert media_taken(chat, "c") == ["audio"]
 
 

@@ -178,9 +178,9 @@ def test_image_marks_are_read_off_the_processors_attributes() -> None:
 def test_cutoff_holds_two_images_where_one_image_is_long() -> None:
     from hooks.model.memory import CUTOFF_LEN, sample_cutoff
 
-    assert sample_cutoff({"processor": {"one_image_tokens": 300}}) == CUTOFF_LEN == 2048
-    assert sample_cutoff({"processor": {"one_image_tokens": 2533}}) == 8192  # Phi-3-vision: 17 HD crops
-    assert sample_cutoff({}) == sample_cutoff(None) == CUTOFF_LEN
+    assert sample_cutoff(300) == CUTOFF_LEN == 2048
+    assert sample_cutoff(2533) == 8192  # Phi-3-vision: 17 HD crops
+    assert sample_cutoff(0) == CUTOFF_LEN
 
 
 def test_closing_tokens_are_the_special_tokens_after_an_answer() -> None:

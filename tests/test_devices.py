@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hooks.framework.environment import BRIDGES_DIR, smoke_ranks, world_size_one_note
+from tests.model_facts import stand_in_answers_facts
 from tests.test_trainer_run import _fake_framework
 
 
@@ -44,7 +45,7 @@ def test_run_smoke_asks_for_the_ranks_of_the_devices_present(monkeypatch: pytest
         tmp_path, "m", tmp_path / "d.json", tmp_path, "d", tmp_path))
     monkeypatch.setattr(trainer_run, "run_framework_smoke",
                         lambda *a, **k: seen.update(k) or SmokeResult(mode="framework"))
-    _, _, note = run.run_smoke(tmp_path, {"model_id": "x", "model_facts": {}})
+    _, _, note = run.run_smoke(tmp_path, {"model_id": "x", "model_facts": stand_in_answers_facts()})
     assert seen["nproc"] == 1 and seen["device"] == "cuda"
     assert "1 rank on cuda" in note and "not exercised" in note
 

@@ -18,8 +18,9 @@ import pytest
 from hooks.data.candidates import Candidate, recommend
 from hooks.data.framework_batches import accepted_torch, environment_cause
 from tests.copier_run import commit_all, copy, mm_checkout
+from tests.model_facts import stand_in_facts
 
-FACTS = {"model_type": "qwen2_5_vl", "processor": {}}
+FACTS = stand_in_facts("qwen2_5_vl")
 A, B = Candidate("a", "qwen2vl", "qwen3vl"), Candidate("b", "m", "qwen3vl")
 
 

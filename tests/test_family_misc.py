@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 
+from hooks.model.facts import ModelFacts
 from hooks.model.plan import ModuleInfo, ModuleTable, derive_plan
 from hooks.tiny import all_builders
 from hooks.tiny.misc import BUILDERS
+from tests.model_facts import stand_in_facts
 from tests.samples import encoded_sample, feature_token_id, tiny_sample, train_once
 
 ARCHS = tuple(BUILDERS)
@@ -116,7 +118,7 @@ def test_plan(arch: str, tiny_models) -> None:
 
     facts = probe(tiny_models(arch))
     plan = facts.plan
-    assert plan.problems == [] and "error" not in facts.processor
+    assert plan.problems == [] and facts.processor.error is None
     assert plan.apply_modules == EXPECTED_UNITS[arch]
     assert plan.ep_modules == EXPECTED_EP.get(arch, [])
     assert plan.hook_modules == (plan.recompute_modules[-1:] if arch in EXPECTED_EP else [])
@@ -153,9 +155,9 @@ def test_recommendation_without_a_checkout() -> None:
     """No data parity can run: the family's in-repo template, then a derivable chat format, then branch c."""
     from hooks.data.candidates import recommend
 
-    def facts(model_type: str, chat: dict | None) -> dict:
+    def facts(model_type: str, chat: dict | None) -> ModelFacts:
         data_format = {"chat": chat, "media": {"item_prefix": ""}} if chat is not None else None
-        return {"model_type": model_type, "processor": {"data_format": data_format}}
+        return stand_in_facts(model_type, {"data_format": data_format})
 
     assert recommend(facts("qwen2_vl", {"problems": []}), None)["template"] == "qwen2vl"
     for model_type, template in (("glm4v", "glm4.1v"), ("glm4v_moe", "glm4v_moe")):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hooks.data.candidates import recommend
+from hooks.model.facts import ModelFacts
 from hooks.model.matching import module_name_match
 from hooks.tiny import all_builders
 from tests.conftest import TEMPLATE_ROOT
@@ -80,7 +81,8 @@ def test_scaffold_renders(arch: str, tiny_models, facts_by_arch, template_src: P
     with own_hooks():
         run_copy(str(template_src), dest, data={
             "model_id": f"tiny_{arch}", "model_path": str(tiny_models(arch)), "model_facts": facts,
-            "trust_remote_code": arch.startswith(OWN_CODE), "data_branch": recommend(facts, None)["branch"],
+            "trust_remote_code": arch.startswith(OWN_CODE),
+            "data_branch": recommend(ModelFacts.from_dict(facts), None)["branch"],
         }, defaults=True, unsafe=True, skip_tasks=True, quiet=True)
     config = dest / "examples" / f"tiny_{arch}" / f"tiny_{arch}_config.yaml"
     import yaml

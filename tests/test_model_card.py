@@ -8,11 +8,14 @@ processor could not be evaluated, stops at the data-branch question instead of r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from hooks.data import model_card
 from hooks.data.candidates import recommend, unbuildable
+from hooks.model.facts import ModelFacts
 from hooks.render.validators import branch_error
+from tests.model_facts import stand_in_facts
 
 CARD = '''---
 license: mit
@@ -70,17 +73,16 @@ def test_no_card_no_module(tmp_path: Path) -> None:
     assert model_card.module_text(tmp_path, "load_image") is None
 
 
-NO_DATA_CODE = {"model_type": "qwen", "processor": {
+NO_DATA_CODE = stand_in_facts("qwen", {
     "class": "QWenTokenizer", "missing": True, "error": "no processor class",
-    "problems": ["neither the model's code nor its model card (m/README.md code blocks) defines load_image"]}}
-UNEVALUATED = {"model_type": "phi3_v", "processor": {
+    "problems": ["neither the model's code nor its model card (m/README.md code blocks) defines load_image"]})
+UNEVALUATED = stand_in_facts("phi3_v", {
     "class": "Phi3VProcessor", "unevaluated": True, "sample_format": {"kind": "prompt", "end_of_turn": "</s>"},
-    "error": "TypeError: expected string or bytes-like object, got 'list'"}}
-CODE = {"model_type": "internvl_chat", "processor": {"missing": True, "problems": [],
-                                                      "sample_format": {"kind": "code"}}}
+    "error": "TypeError: expected string or bytes-like object, got 'list'"})
+CODE = stand_in_facts("internvl_chat", {"missing": True, "problems": [], "sample_format": {"kind": "code"}})
 
 
-def _fix(facts: dict) -> str:
+def _fix(facts: ModelFacts) -> str:
     """What branch c's error tells the user to do: the part of the line after the reason it quotes."""
     line, why = branch_error("c", facts), unbuildable(facts)
     assert line.startswith("data_branch: ") and why in line, line
@@ -96,7 +98,7 @@ def test_no_way_to_build_a_sample_stops_at_the_branch_question() -> None:
     assert "model card" in _fix(NO_DATA_CODE) and "README.md" in _fix(NO_DATA_CODE)
     assert "model card" not in _fix(UNEVALUATED)
     # a folder whose card was read (Ovis2: its recipe is a model method) is not told to add one
-    read_card = {**NO_DATA_CODE, "processor": {**NO_DATA_CODE["processor"], "model_card": True}}
+    read_card = replace(NO_DATA_CODE, processor=replace(NO_DATA_CODE.processor, model_card=True))
     assert "model card" not in _fix(read_card)
-    assert UNEVALUATED["processor"]["error"] in unbuildable(UNEVALUATED)  # the processor's own error, quoted
+    assert UNEVALUATED.processor.error in unbuildable(UNEVALUATED)  # the processor's own error, quoted
     assert unbuildable(CODE) == "" and branch_error("c", CODE) == ""

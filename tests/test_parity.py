@@ -18,7 +18,9 @@ import pytest
 from hooks.data import parity
 from hooks.data.candidates import Candidate, candidates, recommend
 from hooks.data.parity import ParityResult
+from hooks.model.facts import ModelFacts
 from hooks.render import evidence
+from tests.model_facts import stand_in_answers_facts, stand_in_facts
 
 ANSWER = "The image is red."
 
@@ -140,10 +142,10 @@ def test_text_only_batch_needs_a_masked_stand_in_image() -> None:
 # --- candidates and the recommendation --------------------------------------------------------------
 
 
-def _facts(model_type: str, problems: list[str] | None = None) -> dict:
+def _facts(model_type: str, problems: list[str] | None = None) -> ModelFacts:
     chat = None if problems is None else {"problems": problems, "image_item": "<image>"}
-    return {"model_type": model_type, "processor": {"data_format": {"chat": chat, "media": {"item_prefix": ""}}
-                                                    if chat is not None else None}}
+    return stand_in_facts(model_type, {"data_format": {"chat": chat, "media": {"item_prefix": ""}}
+                                       if chat is not None else None})
 
 
 def test_candidates_try_the_family_template_first_then_the_derived_one() -> None:
@@ -271,9 +273,10 @@ def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_
     then carry no memory plan or loading choice yet, and the framework facts come from the checkout."""
     import yaml
 
-    facts = {"architecture": "Qwen2_5_VLForConditionalGeneration", "attention": {"flash_attention_2": True},
-             "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": ["model.layers.{*}"],
-                      "ep_modules": [], "freeze_proposal": ["model.visual"]}}
+    facts = stand_in_answers_facts(
+        architecture="Qwen2_5_VLForConditionalGeneration", attention={"flash_attention_2": True},
+        plan={"apply_modules": ["model.visual", "lm_head"], "recompute_modules": ["model.layers.{*}"],
+              "freeze_proposal": ["model.visual"]})
     answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
     config = evidence.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
     assert config["features"]["recompute_plan"]["apply_modules"] == ["model.layers.{*}"]
@@ -284,9 +287,10 @@ def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_
 def test_a_plan_without_recompute_blocks_turns_recompute_off(tmp_path: Path) -> None:
     """Issue 21: every block's forward refuses ``past_key_values``; the YAML said ``recompute: true`` with
     ``apply_modules:`` null, which the trainer's schema rejects ('Input should be a valid list')."""
-    facts = {"architecture": "Qwen2_5_VLForConditionalGeneration", "attention": {"flash_attention_2": True},
-             "plan": {"apply_modules": ["model.visual", "lm_head"], "recompute_modules": [],
-                      "recompute_left_out": ["Block"], "ep_modules": [], "freeze_proposal": ["model.visual"]}}
+    facts = stand_in_answers_facts(
+        architecture="Qwen2_5_VLForConditionalGeneration", attention={"flash_attention_2": True},
+        plan={"apply_modules": ["model.visual", "lm_head"], "recompute_modules": [], "recompute_left_out": ["Block"],
+              "freeze_proposal": ["model.visual"]})
     answers = {"model_id": "m", "model_facts": facts, "model_path": "/m", "trust_remote_code": False}
     config = evidence.candidate_config(tmp_path, Candidate("a", "qwen2vl", "qwen3vl"), answers, tmp_path)
     assert config["features"]["recompute"] is False and "recompute_plan" not in config["features"]

@@ -69,11 +69,9 @@ def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     relevant = [p for p in human_plan()["apply_modules"] if any(module_name_match(p, n) for n in names)]
     assert set(relevant) <= set(facts.plan.apply_modules)
     assert all(rep.matched >= 1 for rep in facts.plan.reports)
-    from dataclasses import asdict
-
     from hooks.data.candidates import recommend
 
-    choice = recommend(asdict(facts), None)
+    choice = recommend(facts, None)
     assert facts.plan.problems == [] and (choice["branch"], choice["template"]) == ("a", "qwen2vl")
 
 
@@ -87,8 +85,8 @@ def test_plan_patterns_match_the_real_model(arch: str, tiny_models) -> None:
     plan = facts.plan
     for pattern in plan.apply_modules + plan.recompute_modules + plan.ep_modules:
         assert any(module_name_match(pattern, n) for n in names), pattern
-    assert facts.returns_loss and facts.processor["class"].endswith("Processor")
-    assert "pixel_values" in facts.processor["output_keys"]
+    assert facts.returns_loss and facts.processor.class_name.endswith("Processor")
+    assert "pixel_values" in facts.processor.output_keys
 
 
 def test_probe_json_is_deterministic(tiny_models) -> None:

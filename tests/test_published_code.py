@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from hooks.model.facts import ModelFacts
 from tests.copier_run import copy, git_init, snapshot
 
 ARCH = "remote_tiles"
@@ -51,7 +52,6 @@ def test_attention_from_declarations_and_the_models_own_choice_reported(facts) -
         "collator_id": "qwen3vl", "model_path": "/m", "trust_remote_code": True, "data_json": "", "media_root": "",
         "framework": checkout.facts("/nonexistent")})  # outside a checkout: the pinned framework's facts
     assert "attn_implementation: eager  # a sub-model declares neither" in config
-    from hooks.model.facts import ModelFacts
     from hooks.model.facts_text import findings_text
 
     text = findings_text(ModelFacts.from_dict(facts), "/m", width=200)
@@ -62,7 +62,7 @@ def test_missing_processor_class_recommends_branch_c(facts) -> None:
     assert facts["processor"]["missing"] and "no processor class" in facts["processor"]["error"]
     from hooks.data.candidates import recommend
 
-    choice = recommend(facts, None)  # the data stage's choice, from the facts (no checkout here)
+    choice = recommend(ModelFacts.from_dict(facts), None)  # the data stage's choice, from the facts (no checkout here)
     assert choice["branch"] == "c" and "no processor class" in choice["reason"]
 
 
@@ -206,11 +206,9 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
 
     facts = probe(tiny_models("custom_tiles"), trust_remote_code=True)
     assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
-    from dataclasses import asdict
-
     from hooks.data.candidates import recommend
 
-    assert facts.processor["sample_format"]["kind"] == "code" and recommend(asdict(facts), None)["branch"] == "c"
+    assert facts.processor.form["kind"] == "code" and recommend(facts, None)["branch"] == "c"
 
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:

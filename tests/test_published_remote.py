@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from hooks.model.facts import ModelFacts
 from hooks.tiny import published
 from tests.copier_run import copy, mm_checkout
 from tests.test_render import ruff_check
@@ -321,7 +322,7 @@ def summary(facts: dict) -> dict:
     from hooks.data.candidates import recommend
 
     keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "processor", "build")
-    return {**{k: facts[k] for k in keep if k in facts}, "recommended": recommend(facts, None)}
+    return {**{k: facts[k] for k in keep if k in facts}, "recommended": recommend(ModelFacts.from_dict(facts), None)}
 
 
 # What a copy with defaults does, per release: the line it must print (a passing copy) or stop with.

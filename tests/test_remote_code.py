@@ -140,8 +140,8 @@ def test_probe_with_consent(facts) -> None:
     assert plan.language_tower == "language_model"
     assert facts.forward_accepts_kwargs and facts.returns_loss and not facts.tie_word_embeddings
     assert facts.no_split_modules == ["RemoteVlmDecoderLayer", "RemoteVlmVisionBlock"]
-    assert facts.processor["class"] == "RemoteVlmProcessor"
-    assert facts.processor["output_keys"] == ["attention_mask", "input_ids", "pixel_values"]
+    assert facts.processor.class_name == "RemoteVlmProcessor"
+    assert facts.processor.output_keys == ["attention_mask", "input_ids", "pixel_values"]
 
 
 def test_plan_patterns_match_the_real_model(facts, tiny_models) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from hooks import scaffold
 from hooks.check.findings import Finding, update_command
 from hooks.check.registries import files_under, own_dirs, parse_module
+from hooks.model.facts import ModelFacts
 
 # --- 3-5. plugin files -------------------------------------------------------------------------------------
 
@@ -113,7 +114,8 @@ def plugin_findings(dest: Path, model_id: str, answers: dict[str, Any], arity: i
     if not modeling.is_file():
         found.append(Finding("error", f"{modeling.relative_to(dest)} is missing",
                              f"re-render: {update_command(model_id)}"))
-    forward_params = list((answers.get("model_facts") or {}).get("forward_params") or [])
+    facts = ModelFacts.of(answers.get("model_facts"))
+    forward_params = list(facts.forward_params) if facts else []
     for folder in own_dirs(dest, model_id)[1:]:
         for path in files_under(folder, ".py"):
             rel = path.relative_to(dest)

@@ -17,6 +17,7 @@ import inspect
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from hooks.model.facts import ModelFacts
 from hooks.model.modality import input_medium
 
 EXTRACTOR_ATTRIBUTES = ("feature_extractor", "audio_processor")
@@ -122,19 +123,17 @@ def measure(facts: AudioFacts, out: Any, forward_params: list[str]) -> None:
                               f"{facts.output_keys}; forward takes {[p for p in forward_params if input_medium(p)]})")
 
 
-def media_taken(facts: dict[str, Any], branch: str = "") -> list[str]:
+def media_taken(facts: ModelFacts, branch: str = "") -> list[str]:
     """The media the model's processor takes, from the frozen facts (absent: images, as before audio); on branch c,
     those its dataset plugin's convention hands the processor (only the chat and template conventions take clips:
     an omni model whose processor writes its own prompt trains on images there, and its data must say so)."""
-    proc = facts.get("processor") or {}
-    taken = list(proc.get("media") or ["image"])
+    taken = facts.processor.taken_media()
     if branch != "c":
         return taken
-    form = proc.get("sample_format") or {}
-    return list(form.get("media") or [m for m in taken if m != "audio"] or ["image"])
+    return list(facts.processor.form.get("media") or [m for m in taken if m != "audio"] or ["image"])
 
 
-def untaken_media_error(records: list[dict[str, Any]], facts: dict[str, Any], field: str = "data_json",
+def untaken_media_error(records: list[dict[str, Any]], facts: ModelFacts, field: str = "data_json",
                         audios_of: Any = None, images_of: Any = None, texts_of: Any = None, branch: str = "") -> str:
     """Why the records hold a medium the data path takes none of ("" when they don't): a clip (or ``<audio>``) for an
     image-only model would be trained as the placeholder's text, an image for an audio-only model would fail the
@@ -156,10 +155,10 @@ def untaken_media_error(records: list[dict[str, Any]], facts: dict[str, Any], fi
                 what, part = (("audio clips or <audio>", "feature extractor") if medium == "audio" else
                               ("images or <image>", "image processor"))
                 if medium in media_taken(facts):  # the processor takes it, branch c's convention does not
-                    why = (f"branch c's {(facts.get('processor') or {}).get('sample_format', {}).get('kind')!r} "
-                           f"convention hands the processor no {medium}")
+                    why = (f"branch c's {facts.processor.form.get('kind')!r} convention hands the processor no "
+                           f"{medium}")
                 else:
-                    why = f"{facts.get('architecture', 'the model')} takes no {medium} (its processor has no {part})"
+                    why = f"{facts.architecture or 'the model'} takes no {medium} (its processor has no {part})"
                 return (f"{field}: record {index} has {what}, but {why}: it would train on the placeholder's text; "
                         f"drop the {medium} from the data or migrate a model that takes it")
     return ""

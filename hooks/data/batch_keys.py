@@ -8,7 +8,7 @@ plugin's, by convention. MIGRATION.md's "Batch keys vs forward signature" table 
 
 from __future__ import annotations
 
-from typing import Any
+from hooks.model.facts import ModelFacts
 
 TEXT_KEYS = ["input_ids", "attention_mask", "labels"]
 # The registered collators' batch keys, as their collate functions write them.
@@ -25,23 +25,21 @@ def _unique(keys: list[str]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def batch_keys(facts: dict[str, Any], data_branch: str, collator_id: str) -> list[str]:
+def batch_keys(facts: ModelFacts, data_branch: str, collator_id: str) -> list[str]:
     """The keys of a batch the copy's data path builds, in the order the report lists them."""
-    processor = facts.get("processor") or {}
-    data_format = processor.get("data_format") or {}
-    sample = processor.get("sample_format") or {"kind": "chat"}
-    audio = processor.get("audio") or {}
-    if data_branch == "b" and data_format.get("media"):
-        return TEXT_KEYS + list(data_format["media"]["batch_keys"])
+    proc = facts.processor
+    media, sample, audio = proc.media_format, proc.form or {"kind": "chat"}, proc.audio_facts
+    if data_branch == "b" and media:
+        return TEXT_KEYS + list(media["batch_keys"])
     if data_branch == "c" and sample.get("kind") == "code":
         return [*TEXT_KEYS, "pixel_values", *sample["tile_flags"]]
     if data_branch == "c" and sample.get("kind") == "context":
         return list(TEXT_KEYS)
     if data_branch == "c" and sample.get("kind") in ("method", "recipe"):
         return TEXT_KEYS + list(sample["per_sample"])
-    if data_branch == "c" and processor.get("output_keys"):
-        taken = set(facts.get("forward_params") or []) | {"labels"}
-        return [k for k in _unique(processor["output_keys"] + audio.get("batch_keys", []) + ["labels"]) if k in taken]
+    if data_branch == "c" and proc.output_keys:
+        taken = set(facts.forward_params) | {"labels"}
+        return [k for k in _unique(proc.output_keys + audio.get("batch_keys", []) + ["labels"]) if k in taken]
     if collator_id not in COLLATOR_BATCH_KEYS:
         return []  # a collator the checkout registers but this table does not know: the report says so
     keys = list(COLLATOR_BATCH_KEYS[collator_id])

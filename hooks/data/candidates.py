@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hooks.data import MODEL_CODE_KINDS
+from hooks.model.facts import ModelFacts
 
 # In-repo templates per model_type (MindSpeed-MM's template.py): the branch-a candidates, tried first.
 FAMILY_TEMPLATES: dict[str, list[tuple[str, str]]] = {
@@ -50,24 +51,23 @@ class Candidate:
                 else "the template derived from the model's own chat template")
 
 
-def candidates(facts: dict[str, Any], model_id: str) -> list[Candidate]:
+def candidates(facts: ModelFacts, model_id: str) -> list[Candidate]:
     """In-repo templates for the family first, then the derived one (when the chat format is slots)."""
-    found = [Candidate("a", template, collator) for template, collator in FAMILY_TEMPLATES.get(facts["model_type"], [])]
-    chat = (facts.get("processor", {}).get("data_format") or {}).get("chat") or {}
-    if chat and not chat.get("problems") and (facts["processor"]["data_format"].get("media") or not chat.get(
-            "image_item")) and not audio_unexpressible(facts):
+    found = [Candidate("a", template, collator) for template, collator in FAMILY_TEMPLATES.get(facts.model_type, [])]
+    chat, proc = facts.processor.chat_format, facts.processor
+    if chat and not chat.get("problems") and (proc.media_format or not chat.get("image_item")) and not (
+            audio_unexpressible(facts)):
         found.append(Candidate("b", model_id, "qwen3vl"))
     return found
 
 
-def audio_unexpressible(facts: dict[str, Any]) -> str:
+def audio_unexpressible(facts: ModelFacts) -> str:
     """Why a derived template cannot carry this model's audio ("" when it can, or the model takes none): the
     template writes no fixed item per clip (Qwen2-Audio numbers them: ``Audio 1: ...``), so only the processor's
     own chat template (branch c) writes the model's format."""
-    proc = facts.get("processor") or {}
-    if "audio" not in (proc.get("media") or []):
+    if "audio" not in (facts.processor.media or []):
         return ""
-    chat = (proc.get("data_format") or {}).get("chat") or {}
+    chat = facts.processor.chat_format
     if chat.get("audio_item"):
         return ""
     note = next((n for n in chat.get("notes", []) if "audio" in n), "")
@@ -82,13 +82,13 @@ class Verdict(Protocol):
     def first_difference(self) -> str: ...
 
 
-def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | None) -> dict[str, Any]:
+def recommend(facts: ModelFacts, tried: list[tuple[Candidate, Verdict]] | None) -> dict[str, Any]:
     """The data branch to default to and why: the first candidate that matched, else branch c.
 
     Without a checkout (``tried`` None) nothing could be run: the family table decides (a), else
     a derivable chat format (b), else c, and the reason says so.
     """
-    model_type = facts["model_type"]
+    model_type = facts.model_type
     if tried is None:
         options = candidates(facts, "")
         if not options:
@@ -127,19 +127,19 @@ def recommend(facts: dict[str, Any], tried: list[tuple[Candidate, Verdict]] | No
                        "builds the model's inputs")}
 
 
-def unbuildable(facts: dict[str, Any]) -> str:
+def unbuildable(facts: ModelFacts) -> str:
     """Why branch c's dataset plugin could not build a training sample for this model ("" when it can).
 
     Two states: a processor whose one-image call raised (how it makes a sample is unknown), and a model
     without a processor class whose own data code (``hooks.data.model_code``) the probe found nowhere or
     could not run. Either way every branch would render a data path that fails on the first sample.
     """
-    proc = facts.get("processor") or {}
-    if proc.get("unevaluated"):  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
-        return f"could not evaluate the model's processor on one image and a text ({proc.get('error', '')[:300]})"
-    if not proc.get("missing") or (proc.get("sample_format") or {}).get("kind") in MODEL_CODE_KINDS:
+    proc = facts.processor
+    if proc.unevaluated:  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
+        return f"could not evaluate the model's processor on one image and a text ({(proc.error or '')[:300]})"
+    if not proc.missing or proc.form.get("kind") in MODEL_CODE_KINDS:
         return ""
-    return "; ".join(proc.get("problems") or []) or proc.get("error") or "the model has no processor class"
+    return "; ".join(proc.problems or []) or proc.error or "the model has no processor class"
 
 
 def _not_this(candidate: Candidate, result: Verdict) -> str:
@@ -149,20 +149,18 @@ def _not_this(candidate: Candidate, result: Verdict) -> str:
     return f"{candidate.label()}: {result.first_difference()}"
 
 
-def _why_not_slots(facts: dict[str, Any]) -> str:
+def _why_not_slots(facts: ModelFacts) -> str:
     if why := unbuildable(facts):
         return f"nothing in the model's release builds a training sample here: {why}"
-    data_format = facts.get("processor", {}).get("data_format")
-    form = facts.get("processor", {}).get("sample_format") or {}
-    if data_format is None and form.get("template_on") or form.get("image_mark"):  # Phi-3-vision
+    proc = facts.processor
+    form = proc.form
+    if proc.data_format is None and form.get("template_on") or form.get("image_mark"):  # Phi-3-vision
         where = ("the tokenizer's chat template (the processor has none)" if form.get("template_on")
                  else "the chat template")
         mark = (f", images written into string content as the processor's {form['image_mark'].format(n=1)!r} marks"
                 if form.get("image_mark") else "")
         return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
-    if data_format is None:
-        return facts.get("processor", {}).get("error") or "the model has no chat template"
-    return ("; ".join(data_format["chat"].get("problems") or []) or audio_unexpressible(facts)
+    if proc.data_format is None:
+        return proc.error or "the model has no chat template"
+    return ("; ".join(proc.chat_format.get("problems") or []) or audio_unexpressible(facts)
             or "its chat format is not slots")
-
-

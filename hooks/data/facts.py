@@ -18,6 +18,7 @@ from typing import Any
 from hooks.data.resolution import guessed, names_processor
 from hooks.model.build import ProbeError
 from hooks.model.facts import Probed
+from hooks.model.processor_facts import ProcessorFacts
 
 
 def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params: list[str] | None = None,
@@ -146,11 +147,23 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
 
     ``sample_builder``: the user's image function (``hooks.data.builder``) for a release whose ``chat()`` takes
     tiles it ships no code to make; only the code convention uses it, and its verdict stands alone."""
+    facts = probed.facts
+    found = processor_facts(model_dir, trust_remote_code=trust_remote_code, forward_params=facts.forward_params,
+                            custom=facts.custom_model)
+    try:
+        _add_own_code_facts(found, probed, model_dir, trust_remote_code=trust_remote_code,
+                            sample_builder=sample_builder)
+    finally:
+        facts.processor = ProcessorFacts.from_dict(found)
+
+
+def _add_own_code_facts(found: dict[str, Any], probed: Probed, model_dir: Path, *, trust_remote_code: bool,
+                        sample_builder: str) -> None:
+    """For a processor that does not load, the copy's stop; for a release without one, what its own data code does
+    (each convention's module reports a partial mapping, merged into ``found`` in the order they are tried)."""
     facts, model = probed.facts, probed.model
-    facts.processor = processor_facts(model_dir, trust_remote_code=trust_remote_code,
-                                      forward_params=facts.forward_params, custom=facts.custom_model)
-    if facts.processor.get("unloadable"):
-        cause = facts.processor["error"]
+    if found.get("unloadable"):
+        cause = found["error"]
         if "ModuleNotFoundError" in cause or "ImportError" in cause:  # its code needs a package this python lacks
             import sys
 
@@ -161,7 +174,7 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
                          f"({cause[:300]}); the data path needs it: copy the processor and "
                          "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
                          "chat template) from the model's release")
-    if facts.processor.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
+    if found.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
         from hooks.data.model_code import code_facts
         from hooks.data.model_context import context_facts
         from hooks.data.model_method import method_facts
@@ -169,21 +182,19 @@ def add_data_facts(probed: Probed, model_dir: Path, *, trust_remote_code: bool, 
 
         cls = type(model)
         if sample_builder and _prompt_builder(sample_builder):  # the user's whole inference prompt
-            facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code,
-                                                sample_builder))
+            found.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code, sample_builder))
             return
         try:
-            facts.processor.update(code_facts(cls, model, model_dir, trust_remote_code, sample_builder))
-            if facts.processor.get("problems") and not sample_builder:  # no chat(): a method writing samples?
-                facts.processor.update(method_facts(cls, model, model_dir, facts.forward_params, trust_remote_code))
-            if facts.processor.get("problems") and not sample_builder:  # or image paths in make_context()?
-                facts.processor.update(context_facts(cls, model, model_dir, trust_remote_code))
-            if facts.processor.get("problems") and not sample_builder:  # or the model card's quick-start?
-                facts.processor.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code))
-            if facts.processor.get("problems") and not sample_builder and not facts.processor.get("needs_builder"):
-                facts.processor.update(needs_builder=True, builder_contract="prompt")  # nothing builds a sample
+            found.update(code_facts(cls, model, model_dir, trust_remote_code, sample_builder))
+            if found.get("problems") and not sample_builder:  # no chat(): a method writing samples?
+                found.update(method_facts(cls, model, model_dir, facts.forward_params, trust_remote_code))
+            if found.get("problems") and not sample_builder:  # or image paths in make_context()?
+                found.update(context_facts(cls, model, model_dir, trust_remote_code))
+            if found.get("problems") and not sample_builder:  # or the model card's quick-start?
+                found.update(recipe_facts(cls, model_dir, facts.forward_params, trust_remote_code))
+            if found.get("problems") and not sample_builder and not found.get("needs_builder"):
+                found.update(needs_builder=True, builder_contract="prompt")  # nothing builds a sample
         except Exception as err:  # noqa: BLE001 - could not evaluate the model's data code: never evidence
-            facts.processor["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
-                                           f"{str(err)[:300]})"]
-            facts.processor["traceback"] = traceback.format_exc()[-3000:]
-
+            found["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
+                                 f"{str(err)[:300]})"]
+            found["traceback"] = traceback.format_exc()[-3000:]

@@ -38,6 +38,7 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks, scaffold
 from hooks.data import MODEL_CODE_KINDS
+from hooks.model.facts import ModelFacts
 from hooks.model.shrink import is_weight_file
 
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
@@ -84,18 +85,16 @@ class ParityResult:
         return "; ".join(["ids, label mask and media inputs equal on every sample", *caveats])
 
 
-def spec_for(facts: dict[str, Any], trust_remote_code: bool) -> dict[str, Any]:
-    """What the batch check needs to know of the model (from the frozen facts)."""
-    chat = (facts.get("processor", {}).get("data_format") or {}).get("chat") or {}
-    form = facts.get("processor", {}).get("sample_format") or {}
-    return {"forward_keys": facts["forward_params"], "forward_kwargs": facts["forward_accepts_kwargs"],
+def spec_for(facts: ModelFacts, trust_remote_code: bool) -> dict[str, Any]:
+    """What the batch check needs to know of the model (from the frozen facts), as the JSON its worker reads."""
+    chat, form = facts.processor.chat_format, facts.processor.form
+    return {"forward_keys": facts.forward_params, "forward_kwargs": facts.forward_accepts_kwargs,
             # An answer is closed by the end-of-turn tokens, or by the template's own closing text without them
             # (a template that reads string content only: the end of turn the sample format read off it).
             "end_of_turn": chat.get("end_of_turn") or chat.get("assistant_post", "").strip()
             or form.get("end_of_turn", ""), "sample_format": form,
             "string_roles": chat.get("string_roles", []), "trust_remote_code": trust_remote_code,
-            "media": facts.get("processor", {}).get("media") or ["image"],
-            "video": bool(((facts.get("processor", {}).get("data_format") or {}).get("media") or {}).get("video_item"))}
+            "media": facts.processor.taken_media(), "video": bool(facts.processor.media_format.get("video_item"))}
 
 
 # --- configurations to check -------------------------------------------------------------------------
@@ -270,7 +269,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     if why:
         return None, why
     branch = answers.get("data_branch")
-    sample_format = (answers["model_facts"].get("processor") or {}).get("sample_format") or {}
+    facts = ModelFacts.from_dict(answers["model_facts"])
+    sample_format = facts.processor.form
     sample_kind = sample_format.get("kind")
     model_code = sample_kind in MODEL_CODE_KINDS
     if branch == "c" and sample_kind not in ("chat", "template") and not model_code:
@@ -281,7 +281,7 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(str(scaffold.model_plugin_dir(model_id))) or
                                     branch == "b" or model_code]
-    spec = spec_for(answers["model_facts"], bool(answers.get("trust_remote_code")))
+    spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
         spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
         spec.update(branch=branch, model_id=model_id, sample_format=sample_format)

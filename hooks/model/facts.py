@@ -25,6 +25,7 @@ from hooks.model.build import META, build_structure, frozen_by_model, gc_paused
 from hooks.model.coverage import check_covered
 from hooks.model.loading import ProbeError, is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
+from hooks.model.processor_facts import ProcessorFacts
 from hooks.model.source import (
     auto_models,
     called_directly,
@@ -72,7 +73,7 @@ class ModelFacts:
     no_split_modules: list[str]
     media_tokens: dict[str, Any]
     plan: Plan  # FSDP2 units, recompute, expert parallel, freeze proposal, with their counts (hooks.model.plan)
-    processor: dict[str, Any] = field(default_factory=dict)
+    processor: ProcessorFacts = field(default_factory=ProcessorFacts)  # the data stage's (hooks.data.facts)
     attention: dict[str, bool] = field(default_factory=dict)  # implementations every sub-model declares
     build: BuildRecord = field(default_factory=BuildRecord)  # how the structure was built, where it matters
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
@@ -106,11 +107,21 @@ class ModelFacts:
         the data stage's now (``hooks.data.candidates.recommend``), so such keys are left out here."""
         names = {f.name for f in fields(cls)}
         given = {k: v for k, v in data.items() if k in names}
-        typed = {"build": BuildRecord.from_dict(given.get("build")), "plan": Plan.from_dict(given["plan"])}
+        typed = {"build": BuildRecord.from_dict(given.get("build")), "plan": Plan.from_dict(given["plan"]),
+                 "processor": ProcessorFacts.from_dict(given.get("processor"))}
         return cls(**{**given, **typed})
+
+    @classmethod
+    def of(cls, value: ModelFacts | dict[str, Any] | None) -> ModelFacts | None:
+        """The facts themselves, or those of an answers file's ``model_facts`` mapping (what copier hands a filter or
+        a question's check); None for none (a copy whose probe has not run yet)."""
+        if value is None or isinstance(value, ModelFacts):
+            return value
+        return cls.from_dict(value) if value else None
 
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
+        data["processor"] = self.processor.to_dict()
         data.pop("memory_default")
         if not self.build.how:
             data["build"] = {}  # built on the meta device, attention left to the YAML: nothing to record
@@ -381,11 +392,11 @@ def default_memory_plan(probed: Probed, model_dir: Path) -> dict[str, Any]:
     path's processor facts, already in ``probed.facts``) sizes the samples (``memory.sample_cutoff``)."""
     with gc_paused():
         return _default_memory_plan(probed.model, probed.table, probed.plan, probed.config, model_dir, probed.how,
-                                    {"processor": probed.facts.processor})
+                                    probed.facts.processor.one_image_tokens or 0)
 
 
 def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any, model_dir: Path,
-                         how: str, facts: dict[str, Any]) -> dict[str, Any]:
+                         how: str, one_image_tokens: int) -> dict[str, Any]:
     """The memory plan for copier's default cluster, or {} (the copy then runs ``hooks.model.cluster`` itself)."""
     from hooks.model import memory, memory_plan, memory_text
 
@@ -393,6 +404,6 @@ def _default_memory_plan(model: Any, table: ModuleTable, plan: Plan, config: Any
         notes = [] if how == META else [f"built with {how}: shapes may not be the published model's"]
         shapes = memory.shapes_of(model, table, plan, config, model_dir.name, notes)
         return memory_text.summary(memory_plan.plan_memory(shapes, **memory.DEFAULT_CLUSTER,
-                                                           cutoff_len=memory.sample_cutoff(facts)))
+                                                           cutoff_len=memory.sample_cutoff(one_image_tokens)))
     except Exception:  # noqa: BLE001 - the plan is an extra here; the copy computes it again on its own
         return {}

@@ -4,19 +4,18 @@ findings in a few lines for an 80-column terminal.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hooks.model.facts import ModelFacts
 from hooks.model.modality import input_medium
 from hooks.model.plan import Plan
+from hooks.model.processor_facts import ProcessorFacts
 
 
-def _processor_line(proc: dict[str, Any]) -> str:
-    if "class" not in proc:
-        return f"not loaded ({proc.get('error', 'skipped')})"
-    chat = (proc.get("data_format") or {}).get("chat") or {}
+def _processor_line(proc: ProcessorFacts) -> str:
+    if not proc.loaded:
+        return f"not loaded ({proc.error or 'skipped'})"
+    chat = proc.chat_format
     form = ("chat format: " + ("slots" if not chat.get("problems") else "not slots")) if chat else "no chat template"
-    return f"{proc['class']}, image token {proc.get('image_token')!r}, outputs {proc.get('output_keys')}, {form}"
+    return f"{proc.class_name}, image token {proc.image_token!r}, outputs {proc.output_keys}, {form}"
 
 
 def ignored_media_text(facts: ModelFacts) -> str:
@@ -71,8 +70,8 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
 
     plan, proc = facts.plan, facts.processor
     media = [p for p in facts.forward_params if input_medium(p) or "grid" in p]
-    processor = (f"{proc['class']}, chat template {'yes' if proc.get('has_chat_template') else 'no'}, "
-                 f"image token {proc.get('image_token')!r}" if "class" in proc else f"not loaded ({proc.get('error')})")
+    processor = (f"{proc.class_name}, chat template {'yes' if proc.has_chat_template else 'no'}, "
+                 f"image token {proc.image_token!r}" if proc.loaded else f"not loaded ({proc.error})")
     stage = facts.trained_submodule
     rows = [
         ("class", f"{facts.architecture} ({'remote code' if facts.remote_code else facts.class_module.split('.')[0]})"),

@@ -317,13 +317,12 @@ SUMMARY_KEYS = ("yaml", "loading", "loading_reason", "verdict", "fits", "max_mic
 DEFAULT_CLUSTER = {"devices_per_node": 8, "device_memory_gb": 64.0, "nodes": 1}  # copier.yml's defaults
 
 
-def sample_cutoff(facts: Any) -> int:
+def sample_cutoff(one_image_tokens: int) -> int:
     """The sample length the YAML's ``cutoff_len`` and this plan's activations assume: 2048, or, where one
     small image alone takes over a quarter of that (Phi-3-vision's HD transform makes 17 crops, ~2.5k tokens,
     of any image), the next power of two that holds two such images and 512 tokens of text: a cutoff that
     cuts every image sample would train nothing."""
-    processor = (facts.get("processor") or {}) if isinstance(facts, dict) else {}
-    one_image = int(processor.get("one_image_tokens") or 0)
+    one_image = int(one_image_tokens or 0)  # ProcessorFacts.one_image_tokens: one small image and a text
     if one_image * 4 <= CUTOFF_LEN:
         return CUTOFF_LEN
     return 1 << (2 * one_image + 512 - 1).bit_length()

@@ -41,6 +41,8 @@ if _loaded is not None and Path(getattr(_loaded, "__file__", "") or "").resolve(
 
 from hooks.framework import checkout  # noqa: E402 - needs _TEMPLATE_ROOT on sys.path
 from hooks.lifetime import OWNER_ENV  # noqa: E402
+from hooks.model.facts import ModelFacts  # noqa: E402
+from hooks.model.processor_facts import ProcessorFacts  # noqa: E402
 from hooks.render.files import RENDER_FILTERS  # noqa: E402
 from hooks.render.session import EVIDENCE, cutoff_error, facts_of, memory_plan, probe_extras, run_probe  # noqa: E402
 from hooks.render.validators import (  # noqa: E402
@@ -90,7 +92,8 @@ def probe_error(model_path: str, python: str, trust_remote_code: bool, dst_path:
 def needs_builder(model_path: str, python: str, trust_remote_code: bool) -> bool:
     """The release's ``chat()`` takes image tiles that neither its code nor its model card makes: the sample
     builder question is asked (``hooks.data.builder``)."""
-    return bool((facts_of(model_path, python, trust_remote_code).get("processor") or {}).get("needs_builder"))
+    facts = facts_of(model_path, python, trust_remote_code)
+    return bool(facts and facts.processor.needs_builder)
 
 
 def builder_error(sample_builder: str, model_path: str, python: str, trust_remote_code: bool, dst_path: str = "",
@@ -98,9 +101,10 @@ def builder_error(sample_builder: str, model_path: str, python: str, trust_remot
     """The sample builder, checked by the probe like the model's own code: its contract on a test image, then
     ``chat()`` with its tiles; empty, the answer names how to write one."""
     if not str(sample_builder or "").strip():
-        processor = facts_of(model_path, python, trust_remote_code).get("processor") or {}
-        why = "; ".join(processor.get("problems") or [])
-        if processor.get("builder_contract") == "prompt":
+        facts = facts_of(model_path, python, trust_remote_code)
+        processor = facts.processor if facts else ProcessorFacts()
+        why = "; ".join(processor.problems or [])
+        if processor.builder_contract == "prompt":
             return (f"sample_builder: nothing in the release builds a training sample ({why}); write its inference "
                     f"prompt from a skeleton (python -m hooks.data.builder {model_path} --skeleton my_builder.py "
                     "--contract prompt, taking the recipe from the release's or its base model's model card) and "
@@ -114,7 +118,7 @@ def builder_error(sample_builder: str, model_path: str, python: str, trust_remot
         tail = (err.strip().splitlines() or ["no output"])[-1]
         return tail.removeprefix("error: ") if tail.startswith("error: sample_builder:") else (
             f"sample_builder: probing the model with {sample_builder} failed ({tail.removeprefix('error: ')})")
-    problems = (json.loads(out).get("processor") or {}).get("problems") or []
+    problems = ModelFacts.from_dict(json.loads(out)).processor.problems or []
     return (f"sample_builder: {'; '.join(problems)}; fix {sample_builder} (its contract: python -m hooks.data.builder "
             f"{model_path} --skeleton NEW_FILE.py writes it down)") if problems else ""
 
@@ -137,7 +141,6 @@ def probe_json(context: Context, model_path: str, python: str, trust_remote_code
     if key not in _SHOWN and _interactive(context):
         _SHOWN.add(key)
         from hooks import FINDINGS_SHOWN
-        from hooks.model.facts import ModelFacts
         from hooks.model.facts_text import findings_text
 
         text = findings_text(ModelFacts.from_dict(json.loads(out)), str(model_path))
@@ -184,7 +187,7 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     if evidence is None:  # no checkout to run the candidates in: the data stage's choice from the facts alone
         from hooks.data.candidates import recommend
 
-        evidence = {"candidates": [], "recommended": recommend(model_facts, None) if model_facts else {
+        evidence = {"candidates": [], "recommended": recommend(ModelFacts.of(model_facts), None) if model_facts else {
             "branch": "a", "template": "", "collator_id": "qwen3vl", "reason": ""}}
     elif ("evidence", str(model_id)) not in _SHOWN and _interactive(context):
         _SHOWN.add(("evidence", str(model_id)))
@@ -225,7 +228,7 @@ def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], bran
         records = read_records(Path(os.path.expanduser(str(data_json))))[:CHECKED_RECORDS]
     except (DataError, OSError):
         return ""  # data_json's own check says why
-    return untaken_media_error(records, model_facts, "data_json", *of, branch=branch)
+    return untaken_media_error(records, ModelFacts.of(model_facts), "data_json", *of, branch=branch)
 
 
 def media_root_error(data_json: str, media_root: str, data_branch: str = "a", model_path: str = "", python: str = "",
@@ -299,6 +302,11 @@ class Answers:
         return cls(**values)
 
     @property
+    def facts(self) -> ModelFacts | None:
+        """The frozen facts, typed (None before the probe ran)."""
+        return ModelFacts.of(self.model_facts)
+
+    @property
     def probing(self) -> bool:
         """A copy whose facts come from the probe (on update, or with -d model_facts, the given facts stand in and
         the model folder may be gone)."""
@@ -341,10 +349,10 @@ def ask(context: Context, question: str) -> bool:
     """``when: "{{ msmm_ask('<question>') }}"``: whether a conditional question is asked."""
     a = Answers.of(context)
     if question == "trust_remote_code":  # the folder's own code defines the model
-        return bool(a.model_facts["remote_code"]) if a.model_facts else has_auto_map(a.model_path)
+        return a.facts.remote_code if a.facts else has_auto_map(a.model_path)
     if question == "sample_builder":  # the release's chat() takes tiles nothing in the folder makes
-        if a.model_facts:
-            return "builder" in ((a.model_facts.get("processor") or {}).get("sample_format") or {})
+        if a.facts:
+            return "builder" in a.facts.processor.form
         return needs_builder(a.model_path, a.python, a.trust_remote_code)
     raise KeyError(question)
 
@@ -362,8 +370,8 @@ def compute(context: Context, answer: str) -> str:
         from hooks.render.files import cutoff_len
 
         return memory_plan(str(a.model_path), str(a.python), bool(a.trust_remote_code), a.devices_per_node,
-                           a.device_memory_gb, a.nodes, cutoff_len(a.model_facts or {}),
-                           ((a.model_facts or {}).get("trained_submodule") or {}).get("name") or "")
+                           a.device_memory_gb, a.nodes, cutoff_len(a.facts),
+                           a.facts.trained_submodule.get("name", "") if a.facts else "")
     if answer == "framework":
         return json.dumps(checkout.facts(os.path.expanduser(a.dst_path)))
     raise KeyError(answer)

@@ -31,6 +31,7 @@ from hooks.data.parity import (
     spec_for,
     store_verdict,
 )
+from hooks.model.facts import ModelFacts
 
 
 def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any], dest: Path) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any
 def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | None,
                     in_process: bool = False) -> dict[str, Any]:
     """Try the candidates in order until one matches; the verdicts and the recommendation."""
-    facts, model_dir = answers["model_facts"], Path(answers["model_path"]).resolve()
+    facts, model_dir = ModelFacts.from_dict(answers["model_facts"]), Path(answers["model_path"]).resolve()
     spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     tried: list[tuple[Candidate, ParityResult]] = []
     with tempfile.TemporaryDirectory(prefix="msmm-candidates-") as tmp:  # candidate YAMLs and plugins

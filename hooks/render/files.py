@@ -18,6 +18,7 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, scaffold
 from hooks.data.batch_keys import batch_keys
+from hooks.model.facts import ModelFacts
 
 WIDTH = 116  # generated Python stays under ruff's 120 columns
 
@@ -83,14 +84,13 @@ def class_prefix(model_id: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in str(model_id).split("_") if part)
 
 
-def copies_remote_code(facts: Any) -> bool:
+def copies_remote_code(facts: ModelFacts | dict[str, Any]) -> bool:
     """The plugin subclasses a class from the model folder's own code (not a transformers class).
 
     Also the ``msmm_copies_remote_code`` filter that partials/modeling.py.jinja branches on.
     """
-    remote, module = (facts["remote_code"], facts["class_module"]) if isinstance(facts, dict) else (
-        facts.remote_code, facts.class_module)
-    return bool(remote) and not module.startswith("transformers.")
+    typed = ModelFacts.of(facts)
+    return bool(typed and typed.remote_code) and not typed.class_module.startswith("transformers.")
 
 
 def fields_json(text: str) -> str:
@@ -100,11 +100,12 @@ def fields_json(text: str) -> str:
     return json.dumps(parse_fields(text), sort_keys=True)
 
 
-def cutoff_len(facts: Any) -> int:
+def cutoff_len(facts: ModelFacts | dict[str, Any] | None) -> int:
     """``basic_parameters.cutoff_len`` for the model (``hooks.model.memory.sample_cutoff``)."""
     from hooks.model.memory import sample_cutoff
 
-    return sample_cutoff(facts)
+    typed = ModelFacts.of(facts)
+    return sample_cutoff(typed.processor.one_image_tokens or 0 if typed else 0)
 
 
 def data_has(data_json: str, column: str) -> bool:
@@ -123,7 +124,7 @@ def data_has(data_json: str, column: str) -> bool:
 
 
 RENDER_FILTERS = {
-    "msmm_batch_keys": batch_keys,
+    "msmm_batch_keys": lambda facts, branch, collator: batch_keys(ModelFacts.of(facts), branch, collator),
     "msmm_data_has": data_has,
     "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
@@ -147,12 +148,15 @@ def copier_environment() -> Any:
     local git template to read it (well under a second); the clone is removed when the process exits."""
     import atexit
     import tempfile
+    import warnings
 
     from copier._main import Worker
 
     worker = Worker(src_path=str(TEMPLATE_ROOT), dst_path=tempfile.gettempdir(), unsafe=True, quiet=True)
     atexit.register(worker.__exit__, None, None, None)
-    return worker.jinja_env
+    with warnings.catch_warnings():  # "no git tags", "dirty template": the copy itself says so where it matters
+        warnings.simplefilter("ignore")
+        return worker.jinja_env
 
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:

@@ -17,10 +17,13 @@ import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hooks import env_with_hooks
 from hooks.lifetime import die_with_parent
+
+if TYPE_CHECKING:
+    from hooks.model.facts import ModelFacts
 
 PROBE_RUNS: dict[tuple[str, str, bool, str], tuple[int, str, str]] = {}  # (model, python, consent, builder)
 
@@ -84,10 +87,12 @@ def probe_extras(model_id: str, python: str, dst_path: str) -> tuple[str, ...]:
 
 
 
-def facts_of(model_path: str, python: str, trust_remote_code: bool, builder: str = "") -> dict[str, Any]:
-    """The facts of a probe already run (cached), {} when it failed."""
+def facts_of(model_path: str, python: str, trust_remote_code: bool, builder: str = "") -> ModelFacts | None:
+    """The facts of a probe already run (cached), None when it failed."""
+    from hooks.model.facts import ModelFacts
+
     code, out, _ = run_probe(str(model_path), str(python), bool(trust_remote_code), builder=str(builder or ""))
-    return json.loads(out) if code in (0, 1) and out.strip() else {}
+    return ModelFacts.from_dict(json.loads(out)) if code in (0, 1) and out.strip() else None
 
 
 
@@ -134,9 +139,11 @@ def cutoff_error(data_json: str, media_root: str, data_fields: str, model_path: 
     interpreter (cached per answers)."""
     if not str(data_json or "").strip() or not model_path:
         return ""
+    from hooks.model.facts import ModelFacts
     from hooks.model.memory import sample_cutoff
 
-    cutoff = sample_cutoff(model_facts)
+    typed = ModelFacts.of(model_facts)  # type: ignore[arg-type] - an answer: the mapping copier holds
+    cutoff = sample_cutoff(typed.processor.one_image_tokens or 0 if typed else 0)
     key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code),
            cutoff)
     if key not in LENGTHS:

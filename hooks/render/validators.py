@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from hooks import scaffold
+from hooks.model.facts import ModelFacts
 
 _REGISTER = re.compile(r"""register\(\s*["']([^"']+)["']\s*\)""")
 
@@ -95,26 +96,27 @@ def data_json_error(data_json: str, data_branch: str = "a") -> str:
 
 
 
-def branch_error(data_branch: str, model_facts: object) -> str:
+def branch_error(data_branch: str, model_facts: ModelFacts | dict | None) -> str:
     """Branch b writes a template from the slots read off the model's chat template: it needs one that reads.
     Branch c without a processor class builds samples with the model's own data code: it needs that code."""
-    if not isinstance(model_facts, dict):
+    facts = ModelFacts.of(model_facts) if isinstance(model_facts, dict | ModelFacts) else None
+    if facts is None:
         return ""
     if str(data_branch) == "c":
         from hooks.data.candidates import unbuildable
 
-        why = unbuildable(model_facts)
-        processor = model_facts.get("processor") or {}
+        why = unbuildable(facts)
+        processor = facts.processor
         card = ("add the release's model card (README.md, whose quick-start defines the image preprocessing) to "
-                "the model folder, or " if processor.get("missing") and not processor.get("model_card") else "")
+                "the model folder, or " if processor.missing and not processor.model_card else "")
         return (f"data_branch: no branch can build a training sample for this model ({why}); {card}write the "
                 "dataset plugin by hand (MindSpeed-MM's migration guide, branch C)") if why else ""
     if str(data_branch) != "b":
         return ""
-    chat = ((model_facts.get("processor") or {}).get("data_format") or {}).get("chat") or {}
+    chat = facts.processor.chat_format
     from hooks.data.candidates import audio_unexpressible
 
-    if chat and not chat.get("problems") and (unheard := audio_unexpressible(model_facts)):
+    if chat and not chat.get("problems") and (unheard := audio_unexpressible(facts)):
         return (f"data_branch: b derives a template from the model's chat template, which cannot carry the model's "
                 f"audio ({unheard}); answer c (a dataset plugin on the model's own processor)")
     if chat and not chat.get("problems"):

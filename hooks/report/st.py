@@ -24,6 +24,7 @@ from typing import Any
 
 from hooks import scaffold
 from hooks.framework import checkout
+from hooks.model.facts import ModelFacts
 from hooks.scaffold import StPaths
 from hooks.smoke.baseline import (
     ST_ITERS,
@@ -130,7 +131,8 @@ def after_smoke(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_
 def readme_row(answers: dict[str, Any]) -> str:
     """The row MindSpeed-MM's ``tests/README.md`` lists the case with (a suggestion: this tool never edits it)."""
     model_id = answers["model_id"]
-    arch = (answers.get("model_facts") or {}).get("architecture", model_id)
+    facts = ModelFacts.of(answers.get("model_facts"))
+    arch = facts.architecture if facts else model_id
     return f"| | {arch} ({model_id}), FSDP2 | [finetune_{model_id}.sh](st/shell_scripts/finetune_{model_id}.sh) |"
 
 

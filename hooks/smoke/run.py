@@ -24,6 +24,8 @@ from hooks.framework.environment import (
     visible_devices,
     world_size_one_note,
 )
+from hooks.model.facts import ModelFacts
+from hooks.model.plan import Plan
 from hooks.smoke.verdict import Progress, SmokeResult
 from hooks.terminal import echo
 
@@ -60,7 +62,8 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
     work = work_dir(model_id)
     work.mkdir(parents=True, exist_ok=True)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
-    params = int(answers.get("model_facts", {}).get("num_parameters", 0))
+    facts = ModelFacts.of(answers.get("model_facts"))
+    params = facts.num_parameters if facts else 0
     if params > SHRINK_ABOVE_PARAMS:
         from hooks.model.shrink import shrink_model_dir
 
@@ -79,7 +82,7 @@ def prepare_inputs(answers: dict[str, Any], model_id: str) -> SmokeInputs:
         from hooks.data.audio import media_taken
         from hooks.data.sample import build_demo_dataset, demo_media
 
-        media = media_taken(answers.get("model_facts", {}), str(answers.get("data_branch") or ""))
+        media = media_taken(facts, str(answers.get("data_branch") or "")) if facts else ["image"]
         data_json = build_demo_dataset(work / "data", media=media)
         media_root = data_json.parent
         data_note = f"generated sample: {demo_media(media)}"
@@ -99,7 +102,7 @@ def run_smoke(
     """
     model_id = answers["model_id"]
     inputs = prepare_inputs(answers, model_id)
-    facts = answers.get("model_facts", {})
+    facts = ModelFacts.from_dict(answers["model_facts"])
     config_yaml = dest / scaffold.config_yaml(model_id)
     why, mindspeed_home = framework_unavailable(dest)
     if not why:
@@ -118,16 +121,15 @@ def run_smoke(
             dest, config_yaml,
             model_dir=inputs.model_dir, data_json=inputs.data_json, media_root=inputs.media_root,
             work_dir=inputs.work_dir, iters=iters, nproc=nproc, mindspeed_home=mindspeed_home, device=device,
-            progress=progress, sdpa=(facts.get("attention") or {}).get("sdpa", True),
+            progress=progress, sdpa=facts.attention.get("sdpa", True),
             ignored_settings=str(answers.get("ignored_settings") or "stop"),
-            attributes=(facts.get("processor") or {}).get("model_attributes") or {},
-            stage=facts.get("trained_submodule") or {},
+            attributes=facts.processor.model_attributes or {}, stage=facts.trained_submodule,
         )
         result.device, result.ranks = device, nproc
         return result, inputs, note
     from hooks.smoke.contract import run_contract_smoke
 
-    plans = contract_plans(config_yaml, facts.get("plan", {}))
+    plans = contract_plans(config_yaml, facts.plan)
     nproc = nproc or 2  # the contract smoke runs gloo ranks on the host
     note = (f"contract smoke ({why}): torch fully_shard and recompute per the generated YAML on {nproc} gloo "
             "ranks, real HF model")
@@ -137,22 +139,22 @@ def run_smoke(
         inputs.model_dir, plans["apply_modules"], freeze=plans["freeze"], recompute=plans["recompute"],
         data_json=inputs.data_json, media_root=inputs.media_root, steps=iters, nproc=nproc,
         trust_remote_code=bool(answers.get("trust_remote_code")), progress=progress,
-        log_path=inputs.work_dir / "contract_smoke.log", stage=facts.get("trained_submodule") or {},
+        log_path=inputs.work_dir / "contract_smoke.log", stage=facts.trained_submodule,
         experts=plans["experts"],
     )
     result.device, result.ranks = "cpu", nproc
     return result, inputs, note
 
 
-def contract_plans(config_yaml: Path, plan: dict[str, Any]) -> dict[str, list[str]]:
+def contract_plans(config_yaml: Path, plan: Plan) -> dict[str, list[str]]:
     """FSDP units, freeze and recompute targets and the expert modules as the generated YAML states them (the
     probe's plan without one).
 
     Reading the YAML means the contract smoke checks what the user will train, edits included.
     """
     if not config_yaml.is_file():
-        return {"apply_modules": plan.get("apply_modules", []), "freeze": [],
-                "recompute": plan.get("recompute_modules", []), "experts": plan.get("ep_modules", [])}
+        return {"apply_modules": plan.apply_modules, "freeze": [], "recompute": plan.recompute_modules,
+                "experts": plan.ep_modules}
     import yaml
 
     cfg = yaml.safe_load(config_yaml.read_text()) or {}
