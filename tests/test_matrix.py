@@ -20,6 +20,7 @@ import pytest
 from hooks.data.candidates import recommend
 from hooks.model.facts import ModelFacts
 from hooks.model.matching import module_name_match
+from hooks.model.stages import TrainedStage
 from hooks.tiny import all_builders
 from tests.conftest import TEMPLATE_ROOT
 
@@ -56,7 +57,7 @@ def test_plan_matches_real_model(arch: str, tiny_models, facts_by_arch) -> None:
     if facts.get("trained_submodule"):
         from hooks.model.stages import load_trained
 
-        model = load_trained(tiny_models(arch), facts["trained_submodule"])
+        model = load_trained(tiny_models(arch), TrainedStage.from_dict(facts["trained_submodule"]))
     else:
         cls = load_config_and_class(tiny_models(arch), trust_remote_code=arch.startswith(OWN_CODE))[1]
         model = cls.from_pretrained(tiny_models(arch))
@@ -119,7 +120,8 @@ def test_contract_smoke(arch: str, tiny_models, facts_by_arch) -> None:
     result = run_contract_smoke(tiny_models(arch), facts["plan"]["apply_modules"], steps=5,
                                 recompute=facts["plan"]["recompute_modules"],
                                 trust_remote_code=arch.startswith(OWN_CODE), fork=True,
-                                stage=facts.get("trained_submodule") or {}, experts=facts["plan"]["ep_modules"])
+                                stage=TrainedStage.from_dict(facts.get("trained_submodule")),
+                                experts=facts["plan"]["ep_modules"])
     assert result.passed, f"{result.summary()}\n{result.error}\n{result.log_tail[-2000:]}"
     assert any(note.startswith("verified: shard sizes equal the memory plan's arithmetic to the byte")
                for note in result.notes), result.notes  # issue 13: measured on every rank, not skipped

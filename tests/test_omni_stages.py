@@ -80,9 +80,9 @@ def test_probe_without_checkout_trains_the_thinker_and_says_why(arch: str, omni_
     facts = omni_facts[arch]
     published, vocoder = OMNI[arch]
     stage = facts.trained_submodule
-    assert stage["name"] == "thinker" and stage["config_key"] == "thinker_config"
-    assert stage["published_class"] == published and facts.architecture == stage["class"]
-    reason = stage["reason"]
+    assert stage.name == "thinker" and stage.config_key == "thinker_config"
+    assert stage.published_class == published and facts.architecture == stage.class_name
+    reason = stage.reason
     assert f"{published} has no forward of its own" in reason
     assert "no input embeddings" in reason  # the published class names none
     assert "audio and vision encoder towers (audio_tower, visual)" in reason and "returns a loss" in reason
@@ -140,7 +140,7 @@ def test_old_facts_without_the_new_fields_still_load(omni_facts) -> None:
     old["plan"].pop("towers")
     old["plan"]["vision_towers"] = ["audio_tower", "visual"]  # what plans said before media were typed
     facts = ModelFacts.from_dict(old)
-    assert facts.trained_submodule == {}
+    assert facts.trained_submodule is None
     assert "audio_tower (vision), visual (vision)" in render_table(facts)  # as recorded, not re-derived
     assert "trains" not in findings_text(facts, "/models/omni")
 
@@ -308,11 +308,11 @@ def test_user_then_plugin_then_the_classes(tiny_models, tmp_path: Path) -> None:
     plugin.mkdir(parents=True)
     (plugin / "modeling.py").write_text(PLUGIN_WHOLE)
     whole = probe(folder, with_processor=False, checkout=tmp_path / "checkout")
-    assert whole.trained_submodule == {} and whole.architecture == "Qwen3OmniMoeForConditionalGeneration"
-    assert probe(folder, with_processor=False, checkout=tmp_path / "empty").trained_submodule["name"] == "thinker"
+    assert whole.trained_submodule is None and whole.architecture == "Qwen3OmniMoeForConditionalGeneration"
+    assert probe(folder, with_processor=False, checkout=tmp_path / "empty").trained_submodule.name == "thinker"
     talker = probe(folder, with_processor=False, checkout=tmp_path / "checkout", trained_submodule="talker")
-    assert talker.trained_submodule["name"] == "talker" and talker.trained_submodule["config_key"] == "talker_config"
-    assert "named by the user" in talker.trained_submodule["reason"]
+    assert talker.trained_submodule.name == "talker" and talker.trained_submodule.config_key == "talker_config"
+    assert "named by the user" in talker.trained_submodule.reason
 
 
 def test_two_understanding_stages_stop_with_the_field_to_answer() -> None:

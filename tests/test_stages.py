@@ -60,7 +60,7 @@ def test_published_class_without_input_embeddings_trains_its_thinker(tmp_path: P
     class whose forward returns no loss, with patterns that match nothing the trainer builds."""
     facts = probe(OMNI, with_processor=False, checkout=tmp_path)  # a folder with no plugins
     assert facts.architecture == "Qwen3OmniMoeThinkerForConditionalGeneration"
-    assert facts.trained_submodule["name"] == "thinker" and "read off the classes" in facts.trained_submodule["reason"]
+    assert facts.trained_submodule.name == "thinker" and "read off the classes" in facts.trained_submodule.reason
     assert not facts.build.how  # built on the meta device, nothing failed: nothing recorded
     assert facts.plan == thinker.plan  # the same plan as the user's answer gives
 
@@ -69,8 +69,8 @@ def test_thinker_plan_matches_the_example_yaml(thinker: facts_mod.ModelFacts) ->
     assert thinker.model_type == "qwen3_omni_moe"  # the family stays the published one
     assert thinker.architecture == "Qwen3OmniMoeThinkerForConditionalGeneration"
     stage = thinker.trained_submodule
-    assert stage["name"] == "thinker" and stage["config_key"] == "thinker_config"
-    assert stage["published_class"] == "Qwen3OmniMoeForConditionalGeneration"
+    assert stage.name == "thinker" and stage.config_key == "thinker_config"
+    assert stage.published_class == "Qwen3OmniMoeForConditionalGeneration"
     plan = thinker.plan
     assert plan.problems == []
     assert set(plan.apply_modules) == set(YAML_APPLY) | EXTRA_APPLY
@@ -138,8 +138,8 @@ def test_checkout_plugin_picks_the_thinker_and_its_yaml_agrees(thinker: facts_mo
 
     home = Path(os.environ["MINDSPEED_MM_HOME"])
     facts = probe(OMNI, with_processor=False, checkout=home)
-    assert facts.trained_submodule["name"] == "thinker"
-    assert "mindspeed_mm/fsdp/models/qwen3omni/" in facts.trained_submodule["reason"]
+    assert facts.trained_submodule.name == "thinker"
+    assert "mindspeed_mm/fsdp/models/qwen3omni/" in facts.trained_submodule.reason
     assert facts.plan == thinker.plan
     example = yaml.safe_load((home / EXAMPLE_YAML).read_text(encoding="utf-8"))
     assert example["parallel"]["fsdp_plan"]["apply_modules"] == YAML_APPLY

@@ -35,7 +35,7 @@ from hooks.model.source import (
     precision_flags,
     unused_media_params,
 )
-from hooks.model.stages import embeddings, forward_facts
+from hooks.model.stages import TrainedStage, embeddings, forward_facts
 from hooks.model.stages import select as select_stage
 from hooks.model.weights import weights_error
 
@@ -78,7 +78,7 @@ class ModelFacts:
     build: BuildRecord = field(default_factory=BuildRecord)  # how the structure was built, where it matters
     unused_media: list[str] = field(default_factory=list)  # media parameters forward() never reads
     custom_model: bool = False  # config.json without model_type/auto_map: MindSpeed-MM's custom-model path
-    trained_submodule: dict[str, str] = field(default_factory=dict)  # hooks.model.stages: the stage trained, why
+    trained_submodule: TrainedStage | None = None  # the sub-model trained where the class bundles several, and why
     timings: dict[str, float] = field(default_factory=dict)
     # Sub-model types the model's own code registers with AutoModel and builds with AutoModel.from_config (Ovis2's
     # visual tokenizer): the copied-code plugin registers the folder's config classes for them too.
@@ -108,7 +108,8 @@ class ModelFacts:
         names = {f.name for f in fields(cls)}
         given = {k: v for k, v in data.items() if k in names}
         typed = {"build": BuildRecord.from_dict(given.get("build")), "plan": Plan.from_dict(given["plan"]),
-                 "processor": ProcessorFacts.from_dict(given.get("processor"))}
+                 "processor": ProcessorFacts.from_dict(given.get("processor")),
+                 "trained_submodule": TrainedStage.from_dict(given.get("trained_submodule"))}
         return cls(**{**given, **typed})
 
     @classmethod
@@ -122,6 +123,7 @@ class ModelFacts:
     def to_json(self, *, with_timings: bool = True) -> str:
         data = asdict(self)
         data["processor"] = self.processor.to_dict()
+        data["trained_submodule"] = self.trained_submodule.to_dict() if self.trained_submodule else {}
         data.pop("memory_default")
         if not self.build.how:
             data["build"] = {}  # built on the meta device, attention left to the YAML: nothing to record
@@ -380,7 +382,7 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
         precision_flags=precision_flags(cls, published_config) if own_code else [],
         frozen_by_model=frozen_by_model(model),
         transformers_required=transformers_required(model_dir),
-        trained_submodule=stage.facts(published, cls) if stage else {},
+        trained_submodule=stage.facts(published, cls) if stage else None,
     )
     timings = {"imports_s": t1 - t0, "config_s": t2 - t1, "meta_build_s": t3 - t2, "plan_s": t4 - t3,
                "build_plan_cpu_s": cpu4 - cpu2}

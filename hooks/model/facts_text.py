@@ -44,7 +44,7 @@ def render_table(facts: ModelFacts) -> str:
         f"media tokens     {facts.media_tokens}",
         f"processor        {_processor_line(facts.processor)}",
         f"towers           {towers_text(plan)}",
-        *([f"trains           {stage['name']} of {stage['published_class']} only: {stage['reason']}"]
+        *([f"trains           {stage.name} of {stage.published_class} only: {stage.reason}"]
           if (stage := facts.trained_submodule) else []),
         "",
         f"{'fsdp pattern':56} {'matched':>7} {'params':>14}",
@@ -75,7 +75,7 @@ def findings_text(facts: ModelFacts, model_path: str, width: int = 78) -> str:
     stage = facts.trained_submodule
     rows = [
         ("class", f"{facts.architecture} ({'remote code' if facts.remote_code else facts.class_module.split('.')[0]})"),
-        *([("trains", f"{stage['name']} of {stage['published_class']} only: {stage['reason']}")] if stage else []),
+        *([("trains", f"{stage.name} of {stage.published_class} only: {stage.reason}")] if stage else []),
         ("parameters", f"{facts.num_parameters:,}; tied embeddings {'yes' if facts.tie_word_embeddings else 'no'}"),
         ("processor", processor),
         ("media inputs", ", ".join(media) or "none in forward()"),

@@ -47,9 +47,35 @@ class Stage:
     config_key: str  # key of its sub-config in config.json ("thinker_config"); "" when not known
     reason: str
 
-    def facts(self, published: type, trained: type) -> dict[str, str]:
-        """What ``ModelFacts.trained_submodule`` records (the templates read ``name`` and ``config_key``)."""
-        return {**asdict(self), "published_class": published.__name__, "class": trained.__name__}
+    def facts(self, published: type, trained: type) -> TrainedStage:
+        """What ``ModelFacts.trained_submodule`` records."""
+        return TrainedStage(self.name, self.config_key, self.reason, published.__name__, trained.__name__)
+
+
+@dataclass(frozen=True)
+class TrainedStage:
+    """The sub-model the trainer trains where the published class bundles several (``ModelFacts.trained_submodule``,
+    Qwen-Omni's thinker). In the answers file a mapping (``class`` for ``class_name``) the templates read; the smoke
+    hands it to its worker processes as that mapping too."""
+
+    name: str  # its attribute on the published class ("thinker")
+    config_key: str  # its sub-config's key in config.json ("thinker_config"); "" when not known
+    reason: str  # why this stage is the trained one (the checkout's plugin, the user's answer, the only forward)
+    published_class: str  # the folder's class ("Qwen3OmniMoeForConditionalGeneration")
+    class_name: str  # the trained sub-model's own class ("Qwen3OmniMoeThinkerForConditionalGeneration")
+
+    def to_dict(self) -> dict[str, str]:
+        data = asdict(self)
+        data["class"] = data.pop("class_name")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str] | None) -> TrainedStage | None:
+        """The stage of an answers file or a worker's payload; None for none (``{}``: the whole class trains)."""
+        if not data or not data.get("name"):
+            return None
+        return cls(data["name"], data.get("config_key", ""), data.get("reason", ""), data.get("published_class", ""),
+                   data.get("class", ""))
 
 
 def embeddings(model: Any, getter: str) -> Any:
@@ -266,20 +292,20 @@ def stage_class(published: type, class_name: str) -> type:
     return cls
 
 
-def load_trained(model_dir: Path, stage: dict[str, str] | None, *, trust_remote_code: bool = False,
+def load_trained(model_dir: Path, stage: TrainedStage | None, *, trust_remote_code: bool = False,
                  **kwargs: Any) -> Any:
     """The model the trainer trains, with the folder's weights: the published class, or its trained sub-model
     (``ModelFacts.trained_submodule``) built from its sub-config with the folder's ``<name>.*`` tensors, as the
     generated plugin loads it (transformers strips the ``base_model_prefix`` the checkpoint's keys carry; an
     explicit ``key_mapping`` does it for a class whose prefix is another)."""
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust_remote_code)
-    if not (stage and stage.get("name")):
+    if stage is None:
         return keep_frozen(cls.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code, **kwargs))
-    sub_cls = stage_class(cls, stage.get("class") or "")
-    sub_config = getattr(config, stage.get("config_key") or "", None)
+    sub_cls = stage_class(cls, stage.class_name)
+    sub_config = getattr(config, stage.config_key, None)
     if sub_config is None:
-        raise ProbeError(f"trained_submodule: {cls.__name__}'s config has no {stage.get('config_key')!r}")
-    if getattr(sub_cls, "base_model_prefix", "") != stage["name"]:
-        kwargs.setdefault("key_mapping", {f"^{re.escape(stage['name'])}\\.": ""})
+        raise ProbeError(f"trained_submodule: {cls.__name__}'s config has no {stage.config_key!r}")
+    if getattr(sub_cls, "base_model_prefix", "") != stage.name:
+        kwargs.setdefault("key_mapping", {f"^{re.escape(stage.name)}\\.": ""})
     return keep_frozen(sub_cls.from_pretrained(str(model_dir), config=sub_config, trust_remote_code=trust_remote_code,
                                                **kwargs))

@@ -371,7 +371,7 @@ def compute(context: Context, answer: str) -> str:
 
         return memory_plan(str(a.model_path), str(a.python), bool(a.trust_remote_code), a.devices_per_node,
                            a.device_memory_gb, a.nodes, cutoff_len(a.facts),
-                           a.facts.trained_submodule.get("name", "") if a.facts else "")
+                           a.facts.trained_submodule.name if a.facts and a.facts.trained_submodule else "")
     if answer == "framework":
         return json.dumps(checkout.facts(os.path.expanduser(a.dst_path)))
     raise KeyError(answer)

@@ -34,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hooks import exit_now
+from hooks.model.stages import TrainedStage
 from hooks.smoke.contract_worker import DTYPES, SHARD_KEYS, WorkerArgs, worker_main
 from hooks.smoke.experts import UnroutedExperts, mismatch_error
 from hooks.smoke.ranks import RankResult, RankWorker, first_error, keep_logs, log_tail, read_rank_result, run_ranks
@@ -64,7 +65,7 @@ def run_contract_smoke(
     fork: bool = False,
     progress: Progress | None = None,
     log_path: Path | None = None,
-    stage: dict[str, str] | None = None,
+    stage: TrainedStage | None = None,
     experts: Sequence[str] = (),
 ) -> SmokeResult:
     """Train ``model_dir`` for ``steps`` iterations under FSDP2 on ``nproc`` gloo ranks and judge it.
@@ -99,7 +100,7 @@ def run_contract_smoke(
             timeout_s=timeout_s,
             store_path=str(work / "store"),
             result_dir=str(work),
-            stage=dict(stage or {}),
+            stage=stage.to_dict() if stage else {},
             experts=list(experts),
         )
         args_path = work / "args.json"

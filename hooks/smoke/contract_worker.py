@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from hooks.data import IGNORE_INDEX
 from hooks.data.encoders import SampleError
 from hooks.lifetime import follow_owner
+from hooks.model.stages import TrainedStage
 from hooks.smoke.batches import accepted_kwargs, prepare_batch, rank_batches
 from hooks.smoke.experts import reduce_zeros_for
 from hooks.smoke.parallelize import ContractError, parallelize
@@ -111,7 +112,7 @@ def _train(args: WorkerArgs, rank: int, world: int, out: RankResult) -> None:
     )
     mesh = torch.distributed.device_mesh.init_device_mesh("cpu", (world,))
     dtype = getattr(torch, DTYPES[args.param_dtype])
-    model = load_model(Path(args.model_dir), args.trust_remote_code, args.stage)
+    model = load_model(Path(args.model_dir), args.trust_remote_code, TrainedStage.from_dict(args.stage))
     # requires_grad as the model's own __init__ left it: Qwen2-Audio's sinusoidal embed_positions is fixed
     shapes = [(name, tuple(p.shape), p.requires_grad) for name, p in model.named_parameters()]
     accepted = accepted_kwargs(model)  # the signature only: freezing, wrapping and sharding leave it as it is
@@ -181,13 +182,13 @@ def _peak_rss_mb() -> float:
 # ---- model -------------------------------------------------------------------------------------
 
 
-def load_model(model_dir: Path, trust_remote_code: bool, stage: dict[str, str] | None = None) -> nn.Module:
+def load_model(model_dir: Path, trust_remote_code: bool, stage: TrainedStage | None = None) -> nn.Module:
     """Load in fp32 like MindSpeed-MM; prefer sdpa, fall back to eager and to the config's class. ``stage``: the
     trained sub-model of a bundle, built from its sub-config with its weights (``hooks.model.stages``)."""
     import torch
 
     errors: list[str] = []
-    if stage and stage.get("name"):
+    if stage is not None:
         from hooks.model.stages import load_trained
 
         for attn in ("sdpa", "eager"):
@@ -195,7 +196,7 @@ def load_model(model_dir: Path, trust_remote_code: bool, stage: dict[str, str] |
                 return load_trained(model_dir, stage, trust_remote_code=trust_remote_code, dtype=torch.float32,
                                     attn_implementation=attn)
             except (ValueError, ImportError, KeyError, TypeError, AttributeError, OSError) as exc:
-                errors.append(f"{stage.get('class')}(attn={attn}): {type(exc).__name__}: {exc}")
+                errors.append(f"{stage.class_name}(attn={attn}): {type(exc).__name__}: {exc}")
         raise ContractError("could not load the model: " + " | ".join(errors))
     from hooks.model.build import keep_frozen
 

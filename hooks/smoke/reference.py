@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hooks.model.stages import TrainedStage
+
 # Relative tolerances. The trainer and the reference run the same kernels on the same parameters, so they
 # differ only in summation order (loss reductions, the gradient reduce-scatter): measured <= 2.1e-7 at step 1
 # and equal to the logged digits through step 3 on the tiny families in fp32 (the CPU smoke). The fp32 bound
@@ -146,7 +148,7 @@ def _matches(patterns: list[str], name: str) -> bool:
 
 
 def build_reference(model_dir: Path, cfg: dict[str, Any], attributes: dict[str, Any],
-                    stage: dict[str, str] | None = None) -> tuple[Any, Any]:
+                    stage: TrainedStage | None = None) -> tuple[Any, Any]:
     """(fp32 master model, compute copy): the folder's own class and weights, frozen as the YAML says; where the
     trainer trains one stage of a bundle (``stage``: ``ModelFacts.trained_submodule``), that stage's own class,
     built from its sub-config with the folder's ``<name>.*`` tensors (``hooks.model.stages.load_trained``)."""
@@ -228,7 +230,7 @@ def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equiva
     if built is None:
         torch.manual_seed(0)
     master, work = built or build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
-                                            spec.get("stage") or {})
+                                            TrainedStage.from_dict(spec.get("stage")))
     result.dropout_off = dropout_off(work)  # as the smoke's ranks run (hooks/smoke/observer)
     optimizer = _optimizer(master, training, spec.get("defaults") or {})
     clip = float(training.get("clip_grad") if training.get("clip_grad") is not None else

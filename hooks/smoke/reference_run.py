@@ -19,6 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from hooks.model.stages import TrainedStage
 from hooks.smoke.reference import (
     Equivalence,
     build_reference,
@@ -38,7 +39,7 @@ def recorded_mark(observed: Path, rank: int) -> Path:
 
 
 def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: Path, python: str, ranks: int,
-                    attributes: dict[str, Any] | None = None, stage: dict[str, str] | None = None) -> Any:
+                    attributes: dict[str, Any] | None = None, stage: TrainedStage | None = None) -> Any:
     """Start the reference beside the trainer (niced): it imports and builds the model's own class while the
     trainer runs, then replays as soon as each of the ``ranks`` has recorded its batches (the trainer's last
     steps and its exit then overlap the replay), or once ``observed/reference_after`` says ``GO`` (the trainer
@@ -52,7 +53,7 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
     spec, out, after = (observed / name for name in ("reference_spec.json", "reference.json", "reference_after"))
     spec.write_text(json.dumps({"config": str(config), "model_dir": str(model_dir), "observed": str(observed),
                                 "attributes": attributes or {}, "defaults": training_defaults(mm_home),
-                                "ranks": ranks, "stage": stage or {}}))
+                                "ranks": ranks, "stage": stage.to_dict() if stage else {}}))
     out.unlink(missing_ok=True)
     after.unlink(missing_ok=True)
 
@@ -88,8 +89,8 @@ def smoke_shapes(observed: Path | None, model_dir: Path, cfg: dict[str, Any]) ->
     if path is not None and path.is_file():
         return pickle.loads(path.read_bytes())
     spec = observed / "reference_spec.json" if observed else None  # the trained sub-model, as the smoke said
-    stage = (json.loads(spec.read_text()).get("stage") or {}) if spec is not None and spec.is_file() else {}
-    return _build_shapes(model_dir, cfg, stage.get("name") or "")
+    stage = TrainedStage.from_dict(json.loads(spec.read_text()).get("stage")) if spec and spec.is_file() else None
+    return _build_shapes(model_dir, cfg, stage.name if stage else "")
 
 
 def _build_shapes(model_dir: Path, cfg: dict[str, Any], stage: str = "") -> Any:
@@ -212,13 +213,12 @@ def main(argv: list[str] | None = None) -> int:
 
             torch.manual_seed(0)
             cfg = yaml.safe_load(Path(spec["config"]).read_text())
+            stage = TrainedStage.from_dict(spec.get("stage"))
             try:
-                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]),
-                             (spec.get("stage") or {}).get("name") or "")
+                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]), stage.name if stage else "")
             except Exception:  # noqa: BLE001 - the smoke then builds them itself
                 traceback.print_exc(file=sys.stderr)
-            built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
-                                    spec.get("stage") or {})
+            built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {}, stage)
             write_experts(built[1], cfg, Path(spec["observed"]))
             if _wait_for(args.after, args.timeout, int(spec.get("ranks") or 0)) != GO:
                 return 0

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hooks.framework.environment import TRAINER_ENTRY, detect_device, framework_env, free_port
+from hooks.model.stages import TrainedStage
 from hooks.smoke.smoke_config import smoke_yaml
 from hooks.smoke.verdict import Progress, SmokeResult, judge
 
@@ -296,7 +297,7 @@ def run_framework_smoke(
     sdpa: bool = True,
     ignored_settings: str = "stop",
     attributes: dict[str, Any] | None = None,
-    stage: dict[str, str] | None = None,
+    stage: TrainedStage | None = None,
 ) -> SmokeResult:
     """Train ``iters`` steps of the tiny model through the real trainer and judge the losses.
 
@@ -328,7 +329,7 @@ def run_framework_smoke(
     observed = work_dir / "observe"
     shutil.rmtree(observed, ignore_errors=True)
     spec = work_dir / "observe.json"
-    prefix = f"{stage['name']}." if stage and stage.get("name") else ""  # the trained sub-model's tensors in the folder
+    prefix = f"{stage.name}." if stage else ""  # the trained sub-model's tensors in the folder
     spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve()),
                                 "prefix": prefix}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
