@@ -74,7 +74,7 @@ def write_evidence(model_dir: Path, facts: ModelFacts, trust: bool, checkout: st
     except Exception:  # noqa: BLE001 - could not evaluate: no evidence, never a verdict
         traceback.print_exc()
         return
-    Path(out).write_text(json.dumps(evidence), encoding="utf-8")
+    Path(out).write_text(json.dumps(evidence.to_dict()), encoding="utf-8")
 
 
 def _model_code_error(model_dir: Path, err: BaseException) -> str:

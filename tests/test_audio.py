@@ -62,8 +62,8 @@ def test_numbered_clips_leave_branch_c_and_the_reason_says_why(facts: dict) -> N
 
     typed = ModelFacts.from_dict(facts)
     assert candidates(typed, "qwen2_audio") == []  # "Audio 1: ..." is no fixed template item: no derived template
-    reason = recommend(typed, None)["reason"]
-    assert recommend(typed, None)["branch"] == "c" and "two audios are not written as two items" in reason
+    reason = recommend(typed, None).reason
+    assert recommend(typed, None).branch == "c" and "two audios are not written as two items" in reason
     assert branch_error("b", facts).startswith("data_branch: b derives a template") and "audio" in branch_error(
         "b", facts)
 
@@ -252,7 +252,7 @@ def test_a_processor_that_takes_clips_only_through_its_chat_template_call_is_rea
     assert audio["kwarg"] == "" and audio["batch_keys"] == ["input_features"] and not audio["problems"]
     assert audio["one_audio_tokens"] > 375  # one 30 s chunk: 375 [AUDIO], and the turn around it
     typed = ModelFacts.from_dict(voxtral_facts)
-    assert unbuildable(typed) == "" and recommend(typed, None)["branch"] == "c"
+    assert unbuildable(typed) == "" and recommend(typed, None).branch == "c"
 
 
 def test_a_template_call_sample_trains_each_answer_and_matches_the_model_cards_call(

@@ -43,22 +43,22 @@ class Result:
 def test_an_error_chooses_no_branch_and_says_so() -> None:
     rec = recommend(FACTS, [(A, Result("error", "one image: could not evaluate: TypeError: x")),
                             (B, Result("match"))])
-    assert rec["branch"] == "b" and "could not evaluate: TypeError" in rec["reason"]
+    assert rec.branch == "b" and "could not evaluate: TypeError" in rec.reason
     rec = recommend(FACTS, [(A, Result("error", "could not evaluate: TypeError: x"))])
-    assert rec["branch"] == "c" and "could not evaluate: TypeError: x" in rec["reason"]  # why: the error itself
-    assert "reproduces" not in rec["reason"] and "does not" not in rec["reason"]
+    assert rec.branch == "c" and "could not evaluate: TypeError: x" in rec.reason  # why: the error itself
+    assert "reproduces" not in rec.reason and "does not" not in rec.reason
 
 
 def test_a_mismatch_is_evidence() -> None:
     rec = recommend(FACTS, [(A, Result("mismatch", "one image: input_ids differ")),
                             (B, Result("error", "could not evaluate: KeyError: y"))])
-    assert rec["branch"] == "c" and "no template reproduces" in rec["reason"] and "input_ids differ" in rec["reason"]
-    assert "KeyError" in rec["reason"]
+    assert rec.branch == "c" and "no template reproduces" in rec.reason and "input_ids differ" in rec.reason
+    assert "KeyError" in rec.reason
 
 
 def test_the_interpreter_stops_the_choice() -> None:
     rec = recommend(FACTS, [(A, Result("error", "x", environment="python: /py has no package 'flash_attn'"))])
-    assert rec["stop"].startswith("python: ") and rec["branch"] == ""
+    assert rec.stop.startswith("python: ") and rec.branch == ""
 
 
 def test_causes_of_the_environment(tmp_path: Path) -> None:

@@ -159,15 +159,15 @@ def test_recommendation_without_a_checkout() -> None:
         data_format = {"chat": chat, "media": {"item_prefix": ""}} if chat is not None else None
         return stand_in_facts(model_type, {"data_format": data_format})
 
-    assert recommend(facts("qwen2_vl", {"problems": []}), None)["template"] == "qwen2vl"
+    assert recommend(facts("qwen2_vl", {"problems": []}), None).template == "qwen2vl"
     for model_type, template in (("glm4v", "glm4.1v"), ("glm4v_moe", "glm4v_moe")):
         choice = recommend(facts(model_type, {"problems": []}), None)
-        assert (choice["branch"], choice["template"], choice["collator_id"]) == ("a", template, "qwen3vl")
-        assert "not checked" in choice["reason"]
-    assert recommend(facts("llama4", {"problems": [], "image_item": "<|image|>"}), None)["branch"] == "b"
+        assert (choice.branch, choice.template, choice.collator_id) == ("a", template, "qwen3vl")
+        assert "not checked" in choice.reason
+    assert recommend(facts("llama4", {"problems": [], "image_item": "<|image|>"}), None).branch == "b"
     no_slots = recommend(facts("emu3", {"problems": ["the expansion depends on where it stands"]}), None)
-    assert no_slots["branch"] == "c" and "depends on where it stands" in no_slots["reason"]
-    assert recommend(facts("paligemma", None), None)["branch"] == "c"
+    assert no_slots.branch == "c" and "depends on where it stands" in no_slots.reason
+    assert recommend(facts("paligemma", None), None).branch == "c"
 
 
 # Shrinking a full-size config ---------------------------------------------------------------------

@@ -83,7 +83,7 @@ def test_scaffold_renders(arch: str, tiny_models, facts_by_arch, template_src: P
         run_copy(str(template_src), dest, data={
             "model_id": f"tiny_{arch}", "model_path": str(tiny_models(arch)), "model_facts": facts,
             "trust_remote_code": arch.startswith(OWN_CODE),
-            "data_branch": recommend(ModelFacts.from_dict(facts), None)["branch"],
+            "data_branch": recommend(ModelFacts.from_dict(facts), None).branch,
         }, defaults=True, unsafe=True, skip_tasks=True, quiet=True)
     config = dest / "examples" / f"tiny_{arch}" / f"tiny_{arch}_config.yaml"
     import yaml

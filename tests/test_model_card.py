@@ -92,7 +92,7 @@ def _fix(facts: ModelFacts) -> str:
 def test_no_way_to_build_a_sample_stops_at_the_branch_question() -> None:
     for facts in (NO_DATA_CODE, UNEVALUATED):
         why = unbuildable(facts)
-        assert why and "reproduces" not in recommend(facts, [])["reason"]  # an error is never evidence
+        assert why and "reproduces" not in recommend(facts, []).reason  # an error is never evidence
         assert "dataset plugin" in _fix(facts)  # the way out left: write it by hand
     # the reason itself may say "model card" (NO_DATA_CODE's does): the advice to add one is in the fix alone
     assert "model card" in _fix(NO_DATA_CODE) and "README.md" in _fix(NO_DATA_CODE)

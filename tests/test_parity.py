@@ -159,10 +159,10 @@ def test_the_first_match_is_recommended_with_what_failed_before_it() -> None:
     a, b = Candidate("a", "glm4.1v", "qwen3vl"), Candidate("b", "glm", "qwen3vl")
     tried = [(a, ParityResult("mismatch", ["one image: input_ids differ at token 40"])), (b, ParityResult("match"))]
     choice = recommend(_facts("glm4v", []), tried)
-    assert choice["branch"] == "b" and choice["template"] == "glm"
-    assert "'glm4.1v'" in choice["reason"] and "one image: input_ids differ at token 40" in choice["reason"]
+    assert choice.branch == "b" and choice.template == "glm"
+    assert "'glm4.1v'" in choice.reason and "one image: input_ids differ at token 40" in choice.reason
     none = recommend(_facts("glm4v", []), [(a, ParityResult("mismatch", ["x differs"]))])
-    assert none["branch"] == "c" and "x differs" in none["reason"]
+    assert none.branch == "c" and "x differs" in none.reason
 
 
 # --- cache and evidence -----------------------------------------------------------------------------
@@ -235,8 +235,8 @@ def _evidence(mm_home: Path, tiny_models, arch: str, tmp_path: Path) -> dict:
 @pytest.mark.tier2
 def test_qwen_keeps_its_in_repo_template(mm_home: Path, tiny_models, tmp_path: Path) -> None:
     evidence = _evidence(mm_home, tiny_models, "qwen2_5_vl", tmp_path)
-    assert [c["verdict"] for c in evidence["candidates"]] == ["match"]
-    assert evidence["recommended"]["branch"] == "a" and evidence["recommended"]["template"] == "qwen2vl"
+    assert [c.verdict for c in evidence.candidates] == ["match"]
+    assert evidence.recommended.branch == "a" and evidence.recommended.template == "qwen2vl"
 
 
 @pytest.mark.tier2
@@ -244,9 +244,9 @@ def test_glm41v_in_repo_template_is_not_the_models_format(mm_home: Path, tiny_mo
     """The settled GLM question: the in-repo Reasoning template trains a think block and an EOS that the
     model's own chat template never writes; the template derived from it matches."""
     evidence = _evidence(mm_home, tiny_models, "glm4v", tmp_path)
-    verdicts = [(c["template"], c["verdict"]) for c in evidence["candidates"]]
+    verdicts = [(c.template, c.verdict) for c in evidence.candidates]
     assert verdicts == [("glm4.1v", "mismatch"), ("ev_glm4v", "match")], evidence
-    assert evidence["recommended"]["branch"] == "b"
+    assert evidence.recommended.branch == "b"
 
 
 @pytest.mark.tier2

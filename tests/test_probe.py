@@ -72,7 +72,7 @@ def test_qwen2_5_vl_7b_covers_the_human_patterns_that_exist_in_it() -> None:
     from hooks.data.candidates import recommend
 
     choice = recommend(facts, None)
-    assert facts.plan.problems == [] and (choice["branch"], choice["template"]) == ("a", "qwen2vl")
+    assert facts.plan.problems == [] and (choice.branch, choice.template) == ("a", "qwen2vl")
 
 
 @pytest.mark.parametrize("arch", ["qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"])

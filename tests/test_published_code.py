@@ -63,7 +63,7 @@ def test_missing_processor_class_recommends_branch_c(facts) -> None:
     from hooks.data.candidates import recommend
 
     choice = recommend(ModelFacts.from_dict(facts), None)  # the data stage's choice, from the facts (no checkout here)
-    assert choice["branch"] == "c" and "no processor class" in choice["reason"]
+    assert choice.branch == "c" and "no processor class" in choice.reason
 
 
 def test_import_time_print_does_not_reach_the_facts(tiny_models, tmp_path: Path) -> None:
@@ -208,7 +208,7 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
     assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
     from hooks.data.candidates import recommend
 
-    assert facts.processor.form["kind"] == "code" and recommend(facts, None)["branch"] == "c"
+    assert facts.processor.form["kind"] == "code" and recommend(facts, None).branch == "c"
 
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:

@@ -322,7 +322,8 @@ def summary(facts: dict) -> dict:
     from hooks.data.candidates import recommend
 
     keep = ("architecture", "num_parameters", "returns_loss", "media_tokens", "processor", "build")
-    return {**{k: facts[k] for k in keep if k in facts}, "recommended": recommend(ModelFacts.from_dict(facts), None)}
+    recommended = recommend(ModelFacts.from_dict(facts), None).to_dict()
+    return {**{k: facts[k] for k in keep if k in facts}, "recommended": recommended}
 
 
 # What a copy with defaults does, per release: the line it must print (a passing copy) or stop with.

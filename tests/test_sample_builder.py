@@ -138,7 +138,7 @@ def test_the_probe_says_a_builder_is_needed_and_checks_one_against_chat(no_prepr
     assert fmt["builder"] == f"{builder}:load_image" and fmt["image_text"] == ["<img>", "<IMG_CONTEXT>", "</img>"]
     from hooks.data.candidates import recommend
 
-    assert recommend(ModelFacts.from_dict(facts), None)["branch"] == "c"
+    assert recommend(ModelFacts.from_dict(facts), None).branch == "c"
 
 
 def test_a_wrong_answer_stops_the_probe_naming_the_field(no_preprocessing: Path) -> None:

@@ -10,7 +10,7 @@ derivable chat format, then branch c, and the reason says it was not checked.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Protocol
 
 from hooks.data import MODEL_CODE_KINDS
@@ -74,6 +74,56 @@ def audio_unexpressible(facts: ModelFacts) -> str:
     return note or "the chat template writes no item for an audio clip"
 
 
+@dataclass
+class Recommendation:
+    """The data branch a copy defaults to, and why: the data-branch question's default and its help."""
+
+    branch: str  # "a", "b" or "c"; "" where nothing could be judged (``stop``)
+    template: str  # branch a's in-repo template, branch b's derived one ("" for c)
+    collator_id: str  # the registered collator the template goes with
+    reason: str  # one sentence: what matched, or why no template does
+    stop: str = ""  # the interpreter cannot run the framework's data path: the copy stops, naming this
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in asdict(self).items() if k != "stop" or v}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Recommendation:
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass
+class CandidateVerdict:
+    """One candidate data path as the copy tried it (``hooks.render.evidence``): what it is and its parity verdict."""
+
+    branch: str
+    template: str
+    collator_id: str
+    label: str  # ``Candidate.label``
+    verdict: str  # "match", "mismatch" or "error" (could not evaluate)
+    evidence: str  # the verdict's headline: what a match rests on, or the first difference
+
+
+@dataclass
+class DataEvidence:
+    """The data-path verdict frozen into the answers file (``data_evidence``): the candidates tried, in order, and the
+    recommendation. Without a checkout nothing was tried, and the recommendation says it was not checked."""
+
+    recommended: Recommendation
+    candidates: list[CandidateVerdict] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"candidates": [asdict(c) for c in self.candidates], "recommended": self.recommended.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> DataEvidence | None:
+        """The evidence of an answers file; None where it has none (a copy made with ``--skip`` of the question)."""
+        if not data or "recommended" not in data:
+            return None
+        return cls(Recommendation.from_dict(data["recommended"]),
+                   [CandidateVerdict(**c) for c in data.get("candidates") or []])
+
+
 class Verdict(Protocol):
     ok: bool
     verdict: str  # "match" | "mismatch" | "error" (could not evaluate)
@@ -82,49 +132,47 @@ class Verdict(Protocol):
     def first_difference(self) -> str: ...
 
 
-def recommend(facts: ModelFacts, tried: list[tuple[Candidate, Verdict]] | None) -> dict[str, Any]:
+def recommend(facts: ModelFacts, tried: list[tuple[Candidate, Verdict]] | None) -> Recommendation:
     """The data branch to default to and why: the first candidate that matched, else branch c.
 
     Without a checkout (``tried`` None) nothing could be run: the family table decides (a), else
     a derivable chat format (b), else c, and the reason says so.
     """
-    model_type = facts.model_type
     if tried is None:
         options = candidates(facts, "")
         if not options:
-            return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-                    "reason": _why_not_slots(facts) + ("" if unbuildable(facts) else
-                                                       "; a dataset plugin builds the model's inputs")}
+            return _plugin(_why_not_slots(facts) + ("" if unbuildable(facts) else
+                                                    "; a dataset plugin builds the model's inputs"))
         best = options[0]
-        return {"branch": best.branch, "template": best.template, "collator_id": best.collator_id,
-                "reason": f"{best.label()} fits model_type {model_type} (not checked: no MindSpeed-MM checkout to "
-                          "run data parity in)"}
+        return Recommendation(best.branch, best.template, best.collator_id,
+                              f"{best.label()} fits model_type {facts.model_type} (not checked: no MindSpeed-MM "
+                              "checkout to run data parity in)")
     stop = next((r.environment for _, r in tried if r.environment), "")
     if stop:  # the interpreter cannot run the framework's data path: no branch can be judged, none is chosen
-        return {"branch": "", "template": "", "collator_id": "", "reason": stop, "stop": stop}
+        return Recommendation("", "", "", stop, stop)
     for candidate, result in tried:
         if result.ok:
             before = "; ".join(_not_this(c, r) for c, r in tried if c != candidate)
-            return {"branch": candidate.branch, "template": candidate.template, "collator_id": candidate.collator_id,
-                    "reason": f"{candidate.label()} reproduces the model's own data over a whole batch (data parity "
-                              f"MATCH)" + (f"; {before}" if before else "")}
+            return Recommendation(candidate.branch, candidate.template, candidate.collator_id,
+                                  f"{candidate.label()} reproduces the model's own data over a whole batch (data "
+                                  "parity MATCH)" + (f"; {before}" if before else ""))
     mismatches = [(c, r) for c, r in tried if r.verdict == "mismatch"]
     unevaluated = "; ".join(_not_this(c, r) for c, r in tried if r.verdict != "mismatch")
     if mismatches:
         differences = "; ".join(f"{c.label()}: {r.first_difference()}" for c, r in mismatches)
-        return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-                "reason": f"no template reproduces the model's own data ({differences}"
-                          + (f"; {unevaluated}" if unevaluated else "") + "): a dataset plugin builds the model's "
-                          "inputs"}
+        return _plugin(f"no template reproduces the model's own data ({differences}"
+                       + (f"; {unevaluated}" if unevaluated else "") + "): a dataset plugin builds the model's inputs")
     if tried:  # only could-not-evaluate: no evidence either way, and the reason says so
-        return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-                "reason": f"no template could be evaluated here ({unevaluated}): branch c's dataset plugin on the "
-                          "model's own processor is the path left; it is checked against that processor before the "
-                          "smoke"}
-    return {"branch": "c", "template": "", "collator_id": "qwen3vl",
-            "reason": (f"{_why_not_slots(facts)}: no branch can build a sample" if unbuildable(facts) else
-                       f"no template reproduces the model's own data ({_why_not_slots(facts)}): a dataset plugin "
-                       "builds the model's inputs")}
+        return _plugin(f"no template could be evaluated here ({unevaluated}): branch c's dataset plugin on the "
+                       "model's own processor is the path left; it is checked against that processor before the smoke")
+    return _plugin(f"{_why_not_slots(facts)}: no branch can build a sample" if unbuildable(facts) else
+                   f"no template reproduces the model's own data ({_why_not_slots(facts)}): a dataset plugin builds "
+                   "the model's inputs")
+
+
+def _plugin(reason: str) -> Recommendation:
+    """Branch c: a dataset plugin (the collator answer keeps its default)."""
+    return Recommendation("c", "", "qwen3vl", reason)
 
 
 def unbuildable(facts: ModelFacts) -> str:

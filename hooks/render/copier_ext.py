@@ -180,22 +180,22 @@ def data_evidence(context: Context, model_path: str, python: str, trust_remote_c
     Without a checkout (or when the check could not run) the probe's own recommendation stands, and says
     it was not checked. An interactive copy shows the verdicts above the data-branch question.
     """
-    found = EVIDENCE.get((str(model_path), str(python), bool(trust_remote_code))) if model_facts else None
-    evidence = json.loads(found) if found else None
-    if evidence is not None and evidence["recommended"].get("stop"):  # the interpreter, not the data: nothing to render
-        raise SystemExit(f"error: {evidence['recommended']['stop']}")
-    if evidence is None:  # no checkout to run the candidates in: the data stage's choice from the facts alone
-        from hooks.data.candidates import recommend
+    from hooks.data.candidates import DataEvidence, Recommendation, recommend
 
-        evidence = {"candidates": [], "recommended": recommend(ModelFacts.of(model_facts), None) if model_facts else {
-            "branch": "a", "template": "", "collator_id": "qwen3vl", "reason": ""}}
+    found = EVIDENCE.get((str(model_path), str(python), bool(trust_remote_code))) if model_facts else None
+    evidence = DataEvidence.from_dict(json.loads(found)) if found else None
+    if evidence is not None and evidence.recommended.stop:  # the interpreter, not the data: nothing to render
+        raise SystemExit(f"error: {evidence.recommended.stop}")
+    if evidence is None:  # no checkout to run the candidates in: the data stage's choice from the facts alone
+        facts = ModelFacts.of(model_facts)
+        evidence = DataEvidence(recommend(facts, None) if facts else Recommendation("a", "", "qwen3vl", ""))
     elif ("evidence", str(model_id)) not in _SHOWN and _interactive(context):
         _SHOWN.add(("evidence", str(model_id)))
-        lines = [f"  {c['label']}: {c['verdict'].upper()}" + ("" if c["verdict"] == "match" else f" ({c['evidence']})")
-                 for c in evidence["candidates"]]
+        lines = [f"  {c.label}: {c.verdict.upper()}" + ("" if c.verdict == "match" else f" ({c.evidence})")
+                 for c in evidence.candidates]
         print("Data parity over a whole batch, against the model's own template and processor:", *lines, "",
               sep="\n", file=sys.stderr, flush=True)
-    return json.dumps(evidence, sort_keys=True)
+    return json.dumps(evidence.to_dict(), sort_keys=True)
 
 
 def data_fields_error(data_json: str, data_fields: str, media_root: str = "", model_path: str = "", python: str = "",

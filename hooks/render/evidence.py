@@ -15,11 +15,10 @@ default reads it.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hooks.data.candidates import Candidate, candidates, recommend
+from hooks.data.candidates import Candidate, CandidateVerdict, DataEvidence, candidates, recommend
 from hooks.data.parity import (
     ParityResult,
     data_plugin_files,
@@ -56,7 +55,7 @@ def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any
 
 
 def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | None,
-                    in_process: bool = False) -> dict[str, Any]:
+                    in_process: bool = False) -> DataEvidence:
     """Try the candidates in order until one matches; the verdicts and the recommendation."""
     facts, model_dir = ModelFacts.from_dict(answers["model_facts"]), Path(answers["model_path"]).resolve()
     spec = spec_for(facts, bool(answers.get("trust_remote_code")))
@@ -79,9 +78,8 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
             tried.append((candidate, result))
             if result.ok or result.environment:  # an interpreter that cannot run the framework fails every one
                 break
-    return {"candidates": [{**asdict(c), "label": c.label(), "verdict": r.verdict, "evidence": r.headline()}
-                           for c, r in tried],
-            "recommended": recommend(facts, tried)}
+    return DataEvidence(recommend(facts, tried), [CandidateVerdict(c.branch, c.template, c.collator_id, c.label(),
+                                                                   r.verdict, r.headline()) for c, r in tried])
 
 
 def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:

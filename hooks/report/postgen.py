@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from hooks import FINDINGS_SHOWN, exit_now, load_answers, scaffold
+from hooks.data.candidates import DataEvidence
 from hooks.lifetime import follow_owner
 from hooks.model.facts import ModelFacts
 from hooks.model.facts_text import ignored_media_text, render_table
@@ -68,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     answers = load_answers(args.answers)
     facts = ModelFacts.from_dict(answers["model_facts"])
     echo(f"msmm-migrate: {answers['model_id']} ({facts.architecture}), data branch {answers['data_branch']}")
-    recommended = (answers.get("data_evidence") or {}).get("recommended") or {}
-    if recommended:
-        echo(f"recommended data branch {recommended['branch']}: {recommended['reason']}")
+    evidence = DataEvidence.from_dict(answers.get("data_evidence"))
+    if evidence:
+        echo(f"recommended data branch {evidence.recommended.branch}: {evidence.recommended.reason}")
     if os.environ.get(FINDINGS_SHOWN) != "1":  # an interactive copy showed them above the branch question
         echo(render_table(facts))
     if facts.plan.problems:
