@@ -111,7 +111,7 @@ def conflicted(root: Path, files: list[str]) -> list[str]:
 def update_model(clone: Path, answers_rel: str, facts: dict, vcs_ref: str | None = None) -> Row:
     """``copier update`` of one model in ``clone`` against ``facts``, committed there; what changed."""
     old = _answers(clone / answers_rel)
-    row = Row(model=Path(answers_rel).stem, old_revision=(old.get("framework") or {}).get("revision", ""),
+    row = Row(model=Path(answers_rel).stem, old_revision=checkout.recorded_revision(old),
               new_revision=str(facts.get("revision", "")), old_version=str(old.get("_commit", "")))
     cmd = [sys.executable, "-m", "copier", "update", "--trust", "--defaults", "--skip-tasks", "--quiet",
            "--conflict", "inline", "-a", answers_rel, "-d", f"framework={json.dumps(facts)}"]

@@ -10,6 +10,7 @@ from typing import Any
 from hooks import env_with_hooks, scaffold
 from hooks.check.findings import Finding, Framework, update_command
 from hooks.check.registries import files_under, own_dirs
+from hooks.framework import checkout
 from hooks.scaffold import StPaths
 
 # --- 6. conflicts ------------------------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def conflict_findings(dest: Path, model_id: str) -> list[Finding]:
 
 
 def revision_findings(answers: dict[str, Any], fw: Framework, model_id: str) -> list[Finding]:
-    recorded = (answers.get("framework") or {}).get("revision")
+    recorded = checkout.recorded_revision(answers)
     current = fw.facts.get("revision") or ""
     if not recorded:
         return [Finding("info", "the answers record no framework revision (migrated by an older msmm-migrate)",

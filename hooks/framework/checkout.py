@@ -30,6 +30,7 @@ import ast
 import hashlib
 import subprocess
 from pathlib import Path
+from typing import Any
 
 TEMPLATE_FILE = Path("mindspeed_mm/fsdp/data/data_utils/func_utils/template.py")
 COLLATOR_FILE = Path("mindspeed_mm/fsdp/data/dataloader/data_collator.py")
@@ -238,6 +239,13 @@ _PINNED = {"recompute_in": "features", "loss_in": "features", "collator_key": "c
            "load_strict": True,
            "sections": ["parallel", "model", "data", "training", "tools", "features"], "hook_arity": 3,
            "router_flag_always": False}
+
+
+def recorded_revision(answers: dict[str, Any]) -> str:
+    """The framework revision an answers file's scaffold was rendered against (its ``framework`` answer, ``facts``
+    below), "" where none was recorded (a scaffold of an older msmm-migrate)."""
+    framework = answers.get("framework")
+    return str(framework.get("revision") or "") if isinstance(framework, dict) else ""
 
 
 def facts(dest: str | Path) -> dict[str, object]:

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 from hooks import load_answers
-from hooks.framework.checkout import revision
+from hooks.framework.checkout import recorded_revision, revision
 
 
 def stale(dest: Path, answers: dict) -> str:
     """Why the answers no longer fit the checkout's framework ("" when they do)."""
-    recorded = str((answers.get("framework") or {}).get("revision") or "")
+    recorded = recorded_revision(answers)
     now = revision(dest)
     if not recorded or not now or recorded == now:
         return ""
