@@ -38,6 +38,7 @@ from hooks.smoke.baseline import (
     read_json,
     sha256,
 )
+from hooks.smoke.training_yaml import TrainingYaml
 from hooks.smoke.verdict import SmokeResult
 
 
@@ -87,13 +88,13 @@ def record(dest: Path, answers: dict[str, Any], result: SmokeResult, smoke_confi
     baseline.parent.mkdir(parents=True, exist_ok=True)
     baseline.write_text(json.dumps(baseline_json(measured, result.device), indent=4) + "\n", encoding="utf-8")
     cfg = yaml.safe_load(smoke_config.read_text(encoding="utf-8")) or {}
-    fsdp = (cfg.get("parallel") or {}).get("fsdp_plan") or {}
+    view = TrainingYaml.of(cfg)
     python = str(answers.get("python") or sys.executable)
     versions = interpreter_versions(python)
     prov = Provenance(
         device=result.device, device_name=_device_name(python, result.device, result.ranks),
         label=device_label(result.device), ranks=result.ranks,
-        param_dtype=str(fsdp.get("param_dtype") or "fp32"), reduce_dtype=str(fsdp.get("reduce_dtype") or "fp32"),
+        param_dtype=view.param_dtype, reduce_dtype=view.reduce_dtype,
         torch=versions.get("torch", "unknown"), transformers=versions.get("transformers", "unknown"),
         framework_revision=checkout.revision(dest), template_version=str(answers.get("_commit") or ""),
         run_config_sha256=sha256(run_config))

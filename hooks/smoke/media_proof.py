@@ -40,6 +40,7 @@ from typing import Any
 
 from hooks.model.modality import MEDIA, input_medium, tower_for, tower_medium
 from hooks.smoke.reference import WRAPPERS
+from hooks.smoke.training_yaml import TrainingYaml
 
 PLACEHOLDERS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
 RECORD_KEYS = {"image": "images", "video": "videos", "audio": "audios"}  # the records' keys by default
@@ -139,7 +140,7 @@ def record_files(cfg: dict[str, Any]) -> dict[str, Any]:
     """How the smoke's config reads a record's media files, per medium: branch c through the ``FieldMap`` of
     ``data_fields`` (the dataset plugin's own, ``partials/processor_dataset.py``), the ``huggingface`` dataset
     through ``attr`` (``images: images``; ``videos``/``audios`` by their default names)."""
-    param = (cfg.get("data") or {}).get("dataset_param") or {}
+    param = TrainingYaml.of(cfg).dataset_param
     if "data_fields" in param:
         from hooks.data.records import dataset_runtime
 
@@ -309,8 +310,7 @@ def prove_media(observed: Path, cfg: dict[str, Any], data_json: Path) -> tuple[l
 
     Could-not-evaluate (never evidence either way) where the data or the observer's records cannot be read."""
     try:
-        basic = ((cfg.get("data") or {}).get("dataset_param") or {}).get("basic_parameters") or {}
-        data = data_media(trained_records(data_json, basic.get("max_samples")), record_files(cfg))
+        data = data_media(trained_records(data_json, TrainingYaml.of(cfg).max_samples), record_files(cfg))
     except Exception as err:  # noqa: BLE001 - reported as not evaluated
         return [], [], [f"media: could not evaluate: the data {data_json} ({type(err).__name__}: {err})"]
     if not any(held.present for held in data.values()):
@@ -330,5 +330,5 @@ def prove_media(observed: Path, cfg: dict[str, Any], data_json: Path) -> tuple[l
         present = ", ".join(medium for medium in MEDIA if data[medium].present)
         return [], [], [f"{present}: could not evaluate whether the data's media reached forward: {cause}"]
     no_grad = (records.get(0) or {}).get("step1_no_grad")
-    freeze = list(((cfg.get("model") or {}).get("freeze")) or [])
+    freeze = TrainingYaml.of(cfg).freeze
     return media_findings(data, batches, grads, no_grad if isinstance(no_grad, dict) else None, freeze)

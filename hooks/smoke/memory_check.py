@@ -17,6 +17,7 @@ from typing import Any
 
 from hooks import dig
 from hooks.model.memory import size_text
+from hooks.smoke.training_yaml import TrainingYaml
 
 ACTIVATION_TOLERANCE = 0.15  # a layer's estimate further off than this is named in the notes (issue 35)
 
@@ -41,13 +42,8 @@ def _trainer_config() -> dict[str, Any]:
 
 def layer_patterns(cfg: dict[str, Any]) -> tuple[list[str], bool]:
     """(the decoder-layer / vision-block patterns, recompute on): recompute targets, else the FSDP units."""
-    for place in ("features", "parallel"):
-        section = cfg.get(place) or {}
-        patterns = (section.get("recompute_plan") or {}).get("apply_modules") or []
-        if patterns:
-            return list(patterns), bool(section.get("recompute"))
-    units = ((cfg.get("parallel") or {}).get("fsdp_plan") or {}).get("apply_modules") or []
-    return list(units), False
+    view = TrainingYaml.of(cfg)
+    return (view.recompute_units, view.recompute) if view.recompute_units else (view.fsdp_units, False)
 
 
 def peak_memory() -> dict[str, Any]:

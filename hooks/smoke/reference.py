@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.model.stages import TrainedStage
+from hooks.smoke.training_yaml import TrainingYaml
 
 # Relative tolerances. The trainer and the reference run the same kernels on the same parameters, so they
 # differ only in summation order (loss reductions, the gradient reduce-scatter): measured <= 2.1e-7 at step 1
@@ -214,10 +215,8 @@ def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equiva
     import yaml
 
     cfg = yaml.safe_load(Path(spec["config"]).read_text())
-    training, features = cfg.get("training") or {}, cfg.get("features") or {}
-    loss_type = ((features.get("loss_cfg") or {}).get("loss_type")
-                 or ((cfg.get("model") or {}).get("loss_cfg") or {}).get("loss_type") or "default")
-    dtype_name = ((cfg.get("parallel") or {}).get("fsdp_plan") or {}).get("param_dtype") or "fp32"
+    training, view = cfg.get("training") or {}, TrainingYaml.of(cfg)
+    loss_type, dtype_name = view.loss_type, view.param_dtype
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype_name, torch.float32)
     out = Path(spec["observed"])
     steps = sorted({int(p.stem.split("_step")[1]) for p in out.glob("batch_rank*_step*.pt")})

@@ -29,6 +29,7 @@ from hooks.smoke.reference import (
     trainer_figures,
     training_defaults,
 )
+from hooks.smoke.training_yaml import TrainingYaml
 
 GO, STOP = "go", "stop"  # what the smoke writes into the reference's ``--after`` file once the trainer exited
 
@@ -98,7 +99,7 @@ def _build_shapes(model_dir: Path, cfg: dict[str, Any], stage: str = "") -> Any:
     ``stage`` where the smoke trains one stage of the folder's model."""
     from hooks.model.cluster import model_shapes
 
-    return model_shapes(model_dir, trust_remote_code=bool((cfg.get("model") or {}).get("trust_remote_code")),
+    return model_shapes(model_dir, trust_remote_code=TrainingYaml.of(cfg).trust_remote_code,
                         trained_submodule=stage)
 
 
@@ -111,7 +112,7 @@ def write_experts(model: Any, cfg: dict[str, Any], observed: Path) -> None:
     its cause. Nothing where the YAML plans no experts (``parallel.ep_plan.apply_modules``)."""
     from hooks.smoke.experts import unrouted_experts
 
-    patterns = ((cfg.get("parallel") or {}).get("ep_plan") or {}).get("apply_modules") or []
+    patterns = TrainingYaml.of(cfg).expert_units
     if patterns:
         partial = observed / f"{EXPERTS}.tmp"
         partial.write_text(json.dumps(unrouted_experts(model, patterns).to_dict()))
@@ -123,7 +124,7 @@ def read_experts(observed: Path, process: Any, cfg: dict[str, Any], timeout_s: f
     waiting for it while the reference still builds the model."""
     import time
 
-    if not ((cfg.get("parallel") or {}).get("ep_plan") or {}).get("apply_modules"):
+    if not TrainingYaml.of(cfg).expert_units:
         return {}
     path, deadline = observed / EXPERTS, time.monotonic() + timeout_s
     while not path.is_file() and process.poll() is None and time.monotonic() < deadline:

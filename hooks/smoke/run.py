@@ -26,6 +26,7 @@ from hooks.framework.environment import (
 )
 from hooks.model.facts import ModelFacts
 from hooks.model.plan import Plan
+from hooks.smoke.training_yaml import TrainingYaml
 from hooks.smoke.verdict import Progress, SmokeResult
 from hooks.terminal import echo
 
@@ -155,15 +156,6 @@ def contract_plans(config_yaml: Path, plan: Plan) -> dict[str, list[str]]:
     if not config_yaml.is_file():
         return {"apply_modules": plan.apply_modules, "freeze": [], "recompute": plan.recompute_modules,
                 "experts": plan.ep_modules}
-    import yaml
-
-    cfg = yaml.safe_load(config_yaml.read_text()) or {}
-    features = cfg.get("features") or {}
-    recompute = (features.get("recompute_plan") or {}).get("apply_modules") or [] if features.get("recompute") else []
-    parallel = cfg.get("parallel") or {}
-    return {
-        "apply_modules": (parallel.get("fsdp_plan") or {}).get("apply_modules") or [],
-        "freeze": (cfg.get("model") or {}).get("freeze") or [],
-        "recompute": list(recompute),
-        "experts": (parallel.get("ep_plan") or {}).get("apply_modules") or [],
-    }
+    cfg = TrainingYaml.read(config_yaml)
+    return {"apply_modules": cfg.fsdp_units, "freeze": cfg.freeze, "recompute": cfg.recomputed,
+            "experts": cfg.expert_units}

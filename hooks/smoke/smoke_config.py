@@ -18,6 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from hooks.smoke.training_yaml import TrainingYaml
+
 SMOKE_LR = 1e-4
 SMOKE_SEED = 42  # MindSpeed-MM's examples and system tests seed 42
 
@@ -189,7 +191,7 @@ def smoke_yaml(
     otherwise the model is built with ``from_pretrained(model_dir)``.
     """
     cfg = copy.deepcopy(generated_yaml)
-    model_path = (cfg.get("model") or {}).get("model_name_or_path")
+    model_path = TrainingYaml.of(cfg).model_path or None
     _smoke_model(cfg, str(model_dir), device, sdpa)
     _smoke_data(cfg, Path(data_json), Path(media_root), Path(work_dir), places or {})
     _smoke_parallel(cfg, device, nproc, places or {})
