@@ -22,6 +22,7 @@ from hooks.check.findings import Framework
 from hooks.check.plugin_code import function_arity
 from hooks.check.schema import schema_findings
 from hooks.framework import checkout
+from tests.model_facts import stand_in_answers_facts
 
 PARAMS = '''
 from dataclasses import dataclass, field
@@ -141,7 +142,7 @@ def _fake_checkout(root: Path, model_id: str = "m") -> Path:
     """The framework files ``hooks.check`` reads, and one model migrated into it (branch a)."""
     _write(root, FRAMEWORK)
     answers = {"model_id": model_id, "data_branch": "a", "framework": {"revision": checkout.revision(root)},
-               "model_facts": {"forward_params": ["input_ids", "labels", "pixel_values"]}}
+               "model_facts": stand_in_answers_facts(forward_params=["input_ids", "labels", "pixel_values"])}
     _write(root, {
         f".copier-answers/{model_id}.yml": yaml.safe_dump(answers),
         f"examples/{model_id}/{model_id}_config.yaml": yaml.safe_dump(CONFIG),
