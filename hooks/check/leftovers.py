@@ -66,18 +66,25 @@ def _short(revision: str) -> str:
 
 
 def smoke_findings(dest: Path, answers_path: Path) -> list[Finding]:
-    """Run the model's smoke in the checkout (MIGRATION.md left as is) and report its verdict."""
+    """Run the model's smoke in the checkout (MIGRATION.md left as is) and report its verdict, as the smoke's record
+    (``smoke_result.json``) holds it."""
+    from hooks.report.smoke import SmokeRecord, result_file
+    from hooks.smoke.run import work_dir
+
+    path = result_file(work_dir(answers_path.stem))
+    path.unlink(missing_ok=True)  # never a previous run's verdict
     command = [sys.executable, "-m", "hooks.smoke", str(answers_path.relative_to(dest)), "--dest", str(dest),
                "--no-report"]
     done = subprocess.run(command, cwd=dest, env=env_with_hooks(), capture_output=True, text=True, check=False)
-    lines = [line.strip() for line in (done.stdout + "\n" + done.stderr).splitlines() if line.strip()]
-    verdict = next((line for line in reversed(lines) if line.startswith("smoke[")), lines[-1] if lines else "")
-    log = next((line.removeprefix("full log: ") for line in reversed(lines) if line.startswith("full log: ")), "")
-    if done.returncode == 0:
-        return [Finding("info", f"smoke passed: {verdict}", "nothing to do")]
-    hint = next((line.removeprefix("hint: ") for line in reversed(lines) if line.startswith("hint: ")), "")
-    where = f" (full log: {log})" if log else ""
-    return [Finding("error", f"smoke failed: {verdict or f'exit {done.returncode}'}{where}",
-                    hint or f"re-run it: python -m hooks.smoke {answers_path.relative_to(dest)}")]
+    record = SmokeRecord.read(path)
+    rerun = f"re-run it: python -m hooks.smoke {answers_path.relative_to(dest)}"
+    if record is None:  # it stopped before a verdict: its last line says why
+        last = next((line.strip() for line in reversed((done.stdout + "\n" + done.stderr).splitlines())
+                     if line.strip()), f"exit {done.returncode}")
+        return [Finding("error", f"smoke failed: {last}", rerun)]
+    if record.passed and done.returncode == 0:
+        return [Finding("info", f"smoke passed: {record.summary}", "nothing to do")]
+    where = f" (full log: {record.log})" if record.log else ""
+    return [Finding("error", f"smoke failed: {record.summary}{where}", record.hint or rerun)]
 
 

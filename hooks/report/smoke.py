@@ -49,7 +49,7 @@ def smoke_and_report(
     SmokeRecord(passed=result.passed, mode=result.mode, summary=result.summary(), wall_s=result.wall_s,
                 peak_rss_mb=result.peak_rss_mb, log=result.log_path, notes=result.notes, losses=result.losses,
                 device=result.device, baseline=outcome.comparison, st=outcome.note, recorded=outcome.recorded,
-                regressed=outcome.regressed).write(result_file(inputs.work_dir))
+                regressed=outcome.regressed, hint=result.hint).write(result_file(inputs.work_dir))
     return result
 
 
@@ -74,6 +74,7 @@ class SmokeRecord:
     st: str = ""  # the system test's one-line note ("system test: baseline recorded ...")
     recorded: bool = False  # this run recorded the baseline (there was none, or --record-baseline)
     regressed: bool = False  # the losses moved from the baseline beyond the comparator's tolerance
+    hint: str = ""  # what to do about a failure
 
     def write(self, path: Path) -> None:
         data = {**asdict(self), "baseline": self.baseline.to_dict() if self.baseline else None}
