@@ -128,9 +128,28 @@ def _fastvlm_batch(folder: Path, model, tokenizer) -> dict:
             "labels": ids.masked_fill(ids < 0, -100)}
 
 
+def _molmo_batch(folder: Path, model, tokenizer) -> dict:
+    """Molmo's own format (the base model's card): ``processor.process(images=, text=)`` writes one sample's
+    unbatched tensors (the image as ``<im_start>``/``<im_patch>``/``<im_col>``/``<im_end>`` vocabulary tokens whose
+    positions ``image_input_idx`` holds, crops of ``images``, ``image_masks``), which the caller makes a batch of
+    one; forward computes the loss itself. Labels train the answer only: the image tokens' ids lie past the output
+    layer's rows (the class's 128 added embedding rows have no logits)."""
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
+    batch = {k: v[None] for k, v in processor.process(images=[Image.new("RGB", (64, 64), (200, 30, 30))],
+                                                       text="What color is it?").items()}
+    answer = torch.tensor([tokenizer(" Red." + tokenizer.eos_token, add_special_tokens=False).input_ids])
+    prompt = batch.pop("input_ids")
+    ids = torch.cat([prompt, answer], dim=1)
+    return {**batch, "input_ids": ids, "labels": torch.cat([torch.full_like(prompt, -100), answer], dim=1)}
+
+
 BATCHES = {"qwen_vl_chat": _qwen_vl_batch, "internvl2_2b": _internvl_batch, "internvl2_1b": _internvl_batch,
            "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch, "fastvlm_0_5b": _fastvlm_batch,
-           "fastvlm_0_5b_nocard": _fastvlm_batch}
+           "fastvlm_0_5b_nocard": _fastvlm_batch, "molmo_7b_d": _molmo_batch}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -349,6 +368,10 @@ COPIES = {
     # the same code without its card: nothing builds a sample, so the copy names the prompt builder's skeleton
     # command (test_a_prompt_builder_from_the_skeleton_and_the_card_trains answers it)
     "fastvlm_0_5b_nocard": ("stop", "error: sample_builder: nothing in the release builds a training sample"),
+    # a processor whose entry is a named method (process(), one sample's unbatched tensors), generate_from_batch(),
+    # image tokens placed by position media, media stacked with -1 padding, loss computed inside forward
+    "molmo_7b_d": ("pass", "data parity: MATCH (the dataset plugin (the model's own processor.process(), what it "
+                           "hands generate_from_batch()))"),
 }
 
 
