@@ -46,6 +46,12 @@ conversation) and lets the model's processor build every sample, in one of eight
   turn and image given in place of the card's; what reaches ``generate`` is the prompt and media.
   The answer and its end of turn follow as the tokenizer's chat template writes them after the
   generation prompt, and are trained; media reach ``forward`` as one entry per sample, as ``method``.
+  A release whose processor's entry is a named method (Molmo's ``processor.process(images=, text=)``, returning
+  one sample's unbatched tensors that the caller batches) and whose model generates from a batch
+  (``generate_from_batch(batch, ...)``) takes the same path with that call as its recipe
+  (``processor_entry``): the processor writes the prompt itself, so the answer follows as the processor writes
+  text (``answer_prefix``) with the token generation stops at (EOS), and the media are stacked into one tensor,
+  each sample's padded with -1, the value the model's own code reads as "no crop" / "no position".
 
 This file imports neither MindSpeed-MM nor msmm-migrate: the dataset plugin next to it does.
 """
@@ -125,6 +131,11 @@ class SampleFormat:
     chat_format: str = ""  # ``context``: the chat format its generation config names (``chatml``)
     load_mode: str = ""  # ``template``: the mode its processor is loaded in for samples that end in an answer
     recipe_block: int = -1  # ``recipe``: which of the model card's Python code blocks is its quick-start
+    processor_method: str = ""  # ``recipe``: the processor's own entry method (Molmo's ``process``), not a card block
+    generate_method: str = ""  # ``recipe``: the model's generation entry that takes a batch (``generate_from_batch``)
+    answer_prefix: str = ""  # ``recipe`` with a processor method: what the processor starts each text with (" ")
+    positions: tuple[str, ...] = ()  # media holding token positions (-1: none): -1 throughout for a stand-in image
+    stacked: bool = False  # ``per_sample`` media stacked into one tensor, each padded with MEDIA_PAD, not a list
     # (``module.Enum.member`` of its tokenizer's ``from_pretrained(mode=)``: mistral_common's ValidationMode.finetuning)
 
 
@@ -183,6 +194,7 @@ class ModelRecipe:
     # user's prompt builder: (model, tokenizer, text, images) -> what the model's generate takes for that prompt
 
 
+MEDIA_PAD = -1  # a padded crop's pixels and a padded position: the model's own code reads -1 as nothing there
 RECIPE_USER = "_msmm_user_turn"  # the name the card's user-turn text (the literal holding <image>) is replaced by
 RECIPE_PROMPT = "_msmm_prompt"  # the same, for a card that formats its prompt into an f-string around <image>
 _FENCE = re.compile(r"^```(?:python|py)[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -240,10 +252,30 @@ def recording_model(model_class: Any, path: str) -> Any:
     def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
         raise _Recorded(args, kwargs)
 
+    entries = {name: generate for name in dir(base) if name == "generate" or name.startswith("generate_")}
     model.__class__ = type(base.__name__, (base,), {
         "device": property(lambda self: torch.device("cpu")), "dtype": property(lambda self: torch.float32),
-        "generate": generate, "__module__": base.__module__})
+        **entries, "__module__": base.__module__})
     return model
+
+
+def processor_entry(processor: Any, fmt: SampleFormat) -> Any:
+    """The release's own inference call as a recipe: ``processor.<processor_method>(text=, images=)``, its
+    unbatched tensors made a batch of one (as the caller of Molmo's ``process`` does), handed to the model's
+    ``generate_method`` (recorded). ``text`` is the user turn without its image mark: the processor places images."""
+
+    def entry(model: Any, tokenizer: Any, text: str, images: list[Any]) -> Any:
+        from transformers import GenerationConfig
+
+        prompt = text.replace(IMAGE_PLACEHOLDER, "", 1).lstrip("\n")
+        out = getattr(processor, fmt.processor_method)(text=prompt, images=list(images))
+        unbatched = out["input_ids"].dim() == 1  # one sample's tensors: the caller makes them a batch of one
+        batch = {key: value[None] if unbatched else value for key, value in out.items()}
+        if fmt.generate_method == "generate":
+            return model.generate(**batch, max_new_tokens=1)
+        return getattr(model, fmt.generate_method)(batch, GenerationConfig(max_new_tokens=1), tokenizer=tokenizer)
+
+    return entry
 
 
 def run_recipe(recipe: ModelRecipe, user_text: str, images: list[Any]) -> dict[str, Any]:
@@ -257,8 +289,11 @@ def run_recipe(recipe: ModelRecipe, user_text: str, images: list[Any]) -> dict[s
     import PIL.Image
     import transformers
 
-    if callable(recipe.code):  # the user's prompt builder (msmm-migrate's hooks.data.builder, contract "prompt")
-        return _recorded((), dict(recipe.code(recipe.model, recipe.tokenizer, user_text, list(images))))
+    if callable(recipe.code):  # the user's prompt builder (hooks.data.builder, contract "prompt"), or the
+        try:  # processor's own entry (``processor_entry``), which calls the model's recorded generate itself
+            return _recorded((), dict(recipe.code(recipe.model, recipe.tokenizer, user_text, list(images))))
+        except _Recorded as call:
+            return _recorded(*call.args)
     opened = iter(images)
     loaders = {"AutoTokenizer": lambda *a, **k: recipe.tokenizer, "Image.open": lambda *a, **k: next(opened).copy()}
     for name in ("AutoModelForCausalLM", "AutoModel", "AutoModelForVision2Seq", "AutoModelForImageTextToText"):
@@ -293,6 +328,8 @@ def _recorded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     argument), the attention mask (ones when absent) and every tensor argument (the media)."""
     import torch
 
+    if args and isinstance(args[0], dict):  # a batch (``generate_from_batch(batch, ...)``): its entries
+        args, kwargs = (), {**args[0], **kwargs}
     ids = kwargs.pop("inputs", None)
     ids = kwargs.pop("input_ids", None) if ids is None else ids
     ids = args[0] if ids is None and args else ids
@@ -311,10 +348,10 @@ def recipe_turns(tokenizer: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
         messages.append({"role": role, "content": text})
         if role != "assistant":
             continue
-        if not getattr(tokenizer, "chat_template", None):
+        if fmt.processor_method or not getattr(tokenizer, "chat_template", None):
             if index != 1:
-                raise ValueError("the model card's recipe and no chat template: one prompt and one answer per sample")
-            pieces.append((text + fmt.end_of_turn, True))
+                raise ValueError(f"the {_recipe_name(fmt)} writes one prompt: one prompt and one answer per sample")
+            pieces.append((fmt.answer_prefix + text + fmt.end_of_turn, True))
             continue
         asked = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
         said = tokenizer.apply_chat_template(messages, tokenize=False)
@@ -327,6 +364,24 @@ def recipe_turns(tokenizer: Any, fmt: SampleFormat, turns: list[tuple[str, str]]
     return pieces
 
 
+def _recipe_name(fmt: SampleFormat) -> str:
+    """How a refusal names the recipe (the plugin's refusals are recognised by it)."""
+    return (f"model's own processor.{fmt.processor_method}() recipe" if fmt.processor_method else
+            "model card's recipe")
+
+
+def _image_tokens_dropped(ids: Any, tokenizer: Any, text: str) -> Any:
+    """A stand-in image's prompt without the image: its placeholder ids (negative, LLaVA's sentinel) and, for a
+    processor that writes the image as tokens itself, the tokenizer's added tokens the text does not hold (Molmo's
+    ``<im_start>``, ``<im_patch>``, ``<im_col>``, ``<im_end>``; BOS/EOS stay)."""
+    import torch
+
+    keep = {tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id}
+    held = set(tokenizer(text, add_special_tokens=False)["input_ids"])
+    image = {i for i in getattr(tokenizer, "added_tokens_decoder", {}) if i not in keep and i not in held}
+    return ids[0][torch.tensor([t >= 0 and t not in image for t in ids[0].tolist()])].reshape(1, -1)
+
+
 def _recipe_sample(recipe: ModelRecipe, fmt: SampleFormat, turns: list[tuple[str, str]],
                    images: list[Any]) -> dict[str, Any]:
     """The card's recipe on the first user turn and its image (a text-only sample: with a stand-in image whose
@@ -334,13 +389,13 @@ def _recipe_sample(recipe: ModelRecipe, fmt: SampleFormat, turns: list[tuple[str
     import torch
     from PIL import Image
 
+    name = _recipe_name(fmt)
     if any(role == "system" for role, _ in turns):
-        raise ValueError("the model card's recipe writes its own system prompt: a record's system prompt has no "
-                         "place in it")
+        raise ValueError(f"the {name} writes its own system prompt: a record's system prompt has no place in it")
     if len(images) > 1 or any(IMAGE_PLACEHOLDER in text for _, text in turns[1:]):
-        raise ValueError("the model card's recipe takes one image, in the first user turn")
+        raise ValueError(f"the {name} takes one image, in the first user turn")
     if [role for role, _ in turns[:2]] != ["user", "assistant"]:
-        raise ValueError("the model card's recipe needs a user turn and its answer first")
+        raise ValueError(f"the {name} needs a user turn and its answer first")
     user = turns[0][1]
     if IMAGE_PLACEHOLDER not in user:  # where the card puts it; a stand-in's mark alone (its ids are dropped)
         user = IMAGE_PLACEHOLDER + ("\n" if images else "") + user
@@ -348,7 +403,8 @@ def _recipe_sample(recipe: ModelRecipe, fmt: SampleFormat, turns: list[tuple[str
     out = run_recipe(recipe, user, images or stand_in)
     ids = out.pop("input_ids")
     if not images:  # the text around the stand-in image, tokenized as the recipe tokenizes it
-        ids = ids[ids >= 0].reshape(1, -1)
+        ids = (_image_tokens_dropped(ids, recipe.tokenizer, user) if fmt.processor_method else
+               ids[ids >= 0].reshape(1, -1))
         out = {}
     else:
         out.pop("attention_mask")
@@ -833,7 +889,8 @@ def stand_in(processor: Any, fmt: SampleFormat, medium: str = "image") -> dict[s
     if fmt.kind in ("method", "recipe"):  # a white image's media and no tokens: the model adds its features x 0
         white_sample = (_method_sample(processor, fmt, turns, white) if fmt.kind == "method" else
                         _recipe_sample(processor, fmt, [("user", IMAGE_PLACEHOLDER), ("assistant", " ")], white))
-        return {key: white_sample[key] for key in fmt.per_sample}
+        return {key: white_sample[key].fill_(MEDIA_PAD) if key in fmt.positions else white_sample[key]
+                for key in fmt.per_sample}  # placed nowhere: a position medium is -1 throughout
     if fmt.kind == "code":  # tiles whose flags are 0 and no tokens: the model drops their features itself
         empty = torch.zeros(1, 0, dtype=torch.long)
         tiles = code_tiles(processor, fmt, white[0])
@@ -851,14 +908,16 @@ def stand_in(processor: Any, fmt: SampleFormat, medium: str = "image") -> dict[s
 
 def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
             stand_in_samples: dict[str, dict[str, Any]] | None = None,
-            audio_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+            audio_keys: frozenset[str] = frozenset(), stacked: bool = False) -> dict[str, Any]:
     """Right-pad the per-token tensors ([1, length]); concatenate media tensors along their first dim.
 
     ``keys``: what the model's forward takes; other processor outputs are dropped. A batch without a
     medium gets that medium's stand-in (``stand_ins``) appended to its first sample (masked, untrained); an
     image stand-in without tokens (``method``) names media passed as a list with one entry per sample instead.
     ``audio_keys`` (a clip's features, [clips, mel bins, frames]) are media whatever their shape: never laid
-    over the tokens, as a sample with as many tokens as mel bins would otherwise have them.
+    over the tokens, as a sample with as many tokens as mel bins would otherwise have them. ``stacked``: those
+    per-sample media are one tensor instead, each sample's ([1, crops, ...]) padded to the most crops with
+    ``MEDIA_PAD`` (Molmo's ``generate_from_batch`` batch).
     """
     import torch
 
@@ -867,7 +926,9 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
     if image is not None and "input_ids" not in image:  # ``method``: media without tokens
         media = {key: [s.get(key, value) for s in samples] for key, value in image.items()}
         samples = [{k: v for k, v in s.items() if k not in media} for s in samples]  # one entry per sample, a
-        return {**collate(samples, pad_id, keys), **media}  # text-only sample's the stand-in's
+        if stacked:  # text-only sample's the stand-in's
+            media = {key: _stack(values) for key, values in media.items()}
+        return {**collate(samples, pad_id, keys), **media}
     has = {"audio": any(k in audio_keys for s in samples for k in s),
            "image": not all(_per_token(v, s["input_ids"]) for s in samples for k, v in s.items()
                             if k not in audio_keys)}
@@ -888,6 +949,15 @@ def collate(samples: list[dict[str, Any]], pad_id: int, keys: frozenset[str],
             same = len({tuple(m.shape[1:]) for m in media}) == 1
             batch[key] = torch.cat(media) if same else media
     return batch
+
+
+def _stack(values: list[Any]) -> Any:
+    """Per-sample media ([1, n, ...]) as one tensor [samples, most n, ...], the shorter padded with ``MEDIA_PAD``."""
+    import torch
+
+    most = max(v.shape[1] for v in values)
+    return torch.cat([torch.nn.functional.pad(v, (0, 0) * (v.dim() - 2) + (0, most - v.shape[1]), value=MEDIA_PAD)
+                      for v in values])
 
 
 def _token_zeros(ids: Any, like: Any) -> Any:

@@ -128,9 +128,28 @@ def _fastvlm_batch(folder: Path, model, tokenizer) -> dict:
             "labels": ids.masked_fill(ids < 0, -100)}
 
 
+def _molmo_batch(folder: Path, model, tokenizer) -> dict:
+    """Molmo's own format (the base model's card): ``processor.process(images=, text=)`` writes one sample's
+    unbatched tensors (the image as ``<im_start>``/``<im_patch>``/``<im_col>``/``<im_end>`` vocabulary tokens whose
+    positions ``image_input_idx`` holds, crops of ``images``, ``image_masks``), which the caller makes a batch of
+    one; forward computes the loss itself. Labels train the answer only: the image tokens' ids lie past the output
+    layer's rows (the class's 128 added embedding rows have no logits)."""
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
+    batch = {k: v[None] for k, v in processor.process(images=[Image.new("RGB", (64, 64), (200, 30, 30))],
+                                                       text="What color is it?").items()}
+    answer = torch.tensor([tokenizer(" Red." + tokenizer.eos_token, add_special_tokens=False).input_ids])
+    prompt = batch.pop("input_ids")
+    ids = torch.cat([prompt, answer], dim=1)
+    return {**batch, "input_ids": ids, "labels": torch.cat([torch.full_like(prompt, -100), answer], dim=1)}
+
+
 BATCHES = {"qwen_vl_chat": _qwen_vl_batch, "internvl2_2b": _internvl_batch, "internvl2_1b": _internvl_batch,
            "phi3_vision_128k": _phi3v_batch, "ovis2_4b": _ovis2_batch, "fastvlm_0_5b": _fastvlm_batch,
-           "fastvlm_0_5b_nocard": _fastvlm_batch}
+           "fastvlm_0_5b_nocard": _fastvlm_batch, "molmo_7b_d": _molmo_batch}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -249,6 +268,52 @@ def test_ovis2_method_is_read_off_its_model(built) -> None:
     assert batch["pixel_values"][0] is sample["pixel_values"] and batch["input_ids"].shape[0] == 2
 
 
+def test_molmo_processor_entry_is_the_recipe(built) -> None:
+    """Molmo's release: a processor whose entry is its own ``process()`` (one sample's unbatched tensors) and a
+    model that generates from a batch. The probe takes that call as the recipe (what reaches
+    ``generate_from_batch``); the plugin's runtime trains the answer with the processor's leading space and EOS,
+    drops the image's tokens from a text-only sample and stacks the media with -1 padding."""
+    from hooks.compat import ensure_torchvision
+
+    ensure_torchvision()
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    from hooks.data.model_recipe import recipe_facts
+    from hooks.data.records import dataset_runtime
+    from hooks.model.loading import load_config_and_class
+
+    folder = built("molmo_7b_d")
+    _, cls, _ = load_config_and_class(folder, trust_remote_code=True)
+    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
+    forward = ["input_ids", "attention_mask", "labels", "images", "image_masks", "image_input_idx"]
+    facts = recipe_facts(cls, folder, forward, True, processor=processor)
+    fmt = facts["sample_format"]
+    assert facts["problems"] == [] and fmt == {
+        "kind": "recipe", "end_of_turn": "<|endoftext|>", "per_sample": ["images", "image_input_idx", "image_masks"],
+        "sentinels": [], "positions": ["image_input_idx"], "processor_method": "process",
+        "generate_method": "generate_from_batch", "answer_prefix": " ", "stacked": True}
+    data = dataset_runtime()
+    form = data.SampleFormat(**{k: tuple(v) if isinstance(v, list) else v for k, v in fmt.items() if k != "sentinels"})
+    recipe = data.ModelRecipe(processor.tokenizer, data.recording_model(cls, str(folder)),
+                              data.processor_entry(processor, form))
+    image = Image.new("RGB", (128, 64), "red")
+    turns = [("user", "<image>\nWhat color?"), ("assistant", "Red.")]
+    sample = data.build_sample(recipe, form, turns, [image], 1 << 20)
+    own = processor.process(text="What color?", images=[image])
+    ids, labels = sample["input_ids"][0], sample["labels"][0]
+    assert torch.equal(ids[:len(own["input_ids"])], own["input_ids"])
+    assert processor.tokenizer.decode(ids[labels != -100]) == " Red.<|endoftext|>"
+    text = data.build_sample(recipe, form, [("user", "Hi."), ("assistant", "Hello.")], [], 1 << 20)
+    assert processor.tokenizer.decode(text["input_ids"][0]) == "<|endoftext|> User: Hi. Assistant: Hello.<|endoftext|>"
+    batch = data.collate([sample, text], 0, frozenset(forward), data.stand_ins(recipe, form), stacked=True)
+    crops = own["images"].shape[0]
+    assert batch["images"].shape[:2] == (2, max(crops, batch["images"].shape[1])) and batch["images"].dim() == 4
+    assert torch.equal(batch["image_input_idx"][0, :crops], own["image_input_idx"])
+    assert int(batch["image_input_idx"][1].max()) == -1  # the stand-in's image is placed nowhere
+
+
 def test_qwen_vl_context_is_read_off_its_code(built, tmp_path: Path) -> None:
     """Qwen-VL-Chat's release: no processor class, no chat template; its ``make_context`` with ``chat()``'s defaults
     rebuilds ``chat()``'s prompt, queries written by the tokenizer's ``from_list_format``; each image saved as a PNG
@@ -349,6 +414,10 @@ COPIES = {
     # the same code without its card: nothing builds a sample, so the copy names the prompt builder's skeleton
     # command (test_a_prompt_builder_from_the_skeleton_and_the_card_trains answers it)
     "fastvlm_0_5b_nocard": ("stop", "error: sample_builder: nothing in the release builds a training sample"),
+    # a processor whose entry is a named method (process(), one sample's unbatched tensors), generate_from_batch(),
+    # image tokens placed by position media, media stacked with -1 padding, loss computed inside forward
+    "molmo_7b_d": ("pass", "data parity: MATCH (the dataset plugin (the model's own processor.process(), what it "
+                           "hands generate_from_batch()))"),
 }
 
 

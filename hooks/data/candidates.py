@@ -208,6 +208,9 @@ def _why_not_slots(facts: ModelFacts) -> str:
         mark = (f", images written into string content as the processor's {form['image_mark'].format(n=1)!r} marks"
                 if form.get("image_mark") else "")
         return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
+    if proc.entry_method:  # Molmo
+        return (f"the processor's entry is its own {proc.entry_method}() method, which writes the prompt itself (no "
+                "chat template MindSpeed-MM's templates could follow)")
     if proc.data_format is None:
         return proc.error or "the model has no chat template"
     return ("; ".join(proc.chat_format.get("problems") or []) or audio_unexpressible(facts)

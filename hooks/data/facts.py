@@ -58,7 +58,12 @@ def processor_facts(model_dir: Path, *, trust_remote_code: bool, forward_params:
 
         # QWenTokenizer has a .tokenizer too (its tiktoken encoding): it is not a processor
         if hasattr(proc, "tokenizer") and not isinstance(proc, PreTrainedTokenizerBase):
+            from hooks.data.model_recipe import entry_method
             from hooks.data.records import one_image_call, sample_format
+
+            if method := entry_method(proc):  # its own call makes a sample, not __call__ (_entry_facts runs it)
+                facts["entry_method"] = method
+                return facts
 
             facts["sample_format"] = sample_format(proc, model_dir)  # branch c: how the processor makes a sample
         else:  # AutoProcessor fell back to the tokenizer alone
@@ -174,6 +179,9 @@ def _add_own_code_facts(found: dict[str, Any], probed: Probed, model_dir: Path, 
                          f"({cause[:300]}); the data path needs it: copy the processor and "
                          "tokenizer files (preprocessor_config.json, processor_config.json, tokenizer_config.json, "
                          "chat template) from the model's release")
+    if found.get("entry_method") and facts.remote_code:  # the processor's own call is the recipe
+        _entry_facts(found, probed, model_dir, trust_remote_code)
+        return
     if found.get("missing") and facts.remote_code:  # the model's own data code, run on ``model``
         from hooks.data.model_code import code_facts
         from hooks.data.model_context import context_facts
@@ -198,3 +206,24 @@ def _add_own_code_facts(found: dict[str, Any], probed: Probed, model_dir: Path, 
             found["problems"] = [f"could not evaluate the model's own data code ({type(err).__name__}: "
                                  f"{str(err)[:300]})"]
             found["traceback"] = traceback.format_exc()[-3000:]
+
+
+def _entry_facts(found: dict[str, Any], probed: Probed, model_dir: Path, trust_remote_code: bool) -> None:
+    """The ``recipe`` convention with the processor's own entry method (Molmo's ``process``) and the model's batch
+    generation as the recipe (``hooks.data.model_recipe``); a call that fails leaves the processor unevaluated,
+    so the copy stops naming why."""
+    from transformers import AutoProcessor
+
+    from hooks.data.model_recipe import recipe_facts
+
+    facts = probed.facts
+    try:
+        processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
+        found.update(recipe_facts(type(probed.model), model_dir, facts.forward_params, trust_remote_code,
+                                  processor=processor))
+    except Exception as err:  # noqa: BLE001 - could not evaluate the processor's own call: never evidence
+        found["problems"] = [f"could not evaluate the processor's own {found['entry_method']}() "
+                             f"({type(err).__name__}: {str(err)[:300]})"]
+        found["traceback"] = traceback.format_exc()[-3000:]
+    if found.get("problems"):
+        found.update(unevaluated=True, error="; ".join(found["problems"]))

@@ -297,6 +297,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
            "method": f"the model's own {sample_format.get('method')}(), as its model card calls it",
            "context": "the model's own make_context() and chat()",
            "recipe": ("your prompt builder, what it hands generate" if sample_format.get("builder") else
+                      f"the model's own processor.{sample_format['processor_method']}(), what it hands "
+                      f"{sample_format['generate_method']}()" if sample_format.get("processor_method") else
                       "the model card's quick-start code, what it hands generate"),
            "template": "the model's processor and its own chat-template call, as its model card calls it"}.get(
         sample_kind, "the model's processor and chat template")

@@ -48,6 +48,7 @@ class ProcessorFacts:
     model_attributes: dict[str, Any] | None = None  # attributes chat() sets on the model (InternVL's context id)
     model_attribute_tokens: dict[str, Any] | None = None  # those attributes' token ids, as tokens
     inside_model: str | None = None  # preprocessing built inside the model (``vision_tower.image_processor (..)``)
+    entry_method: str | None = None  # the processor's entry is this named method, not __call__ (Molmo's ``process``)
 
     @property
     def loaded(self) -> bool:

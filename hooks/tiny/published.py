@@ -68,6 +68,9 @@ class Release:
     shims: tuple[Shim, ...] = ()
     dropped: dict[str, str] = field(default_factory=dict)  # hub file left out -> why
     root: str = ""  # the hub folder's place inside the mirror repository ("" for a mirror of the folder itself)
+    # the release's own initialisers (dotted paths from the model), called after the class is built: a class whose
+    # constructor leaves some weights at zero until its own training code resets them (Molmo's embeddings)
+    init_calls: tuple[str, ...] = ()
 
 
 def _set(cfg: dict[str, Any], key: str, value: Any, notes: Notes, where: str = "") -> None:
@@ -396,6 +399,101 @@ FASTVLM = Release(
 )
 
 
+# ---------------------------------------------------------------------------- Molmo-7B-D-0924 (processor method)
+
+
+def _molmo_sizes(cfg: dict[str, Any]) -> Notes:
+    """Qwen2-style LM 2 layers / hidden 64 / 4 heads of 16 (2 KV); vocab kept (152064 + the class's 128 added rows).
+
+    The token ids stay: the image tokens (``<im_start>`` 152064 .. ``<|image|>`` 152068) are rows of the additional
+    embedding the class adds. The NF4 ``quantization_config`` (bitsandbytes, the republisher's) is dropped: the tiny
+    weights are plain, and bitsandbytes is not a CPU host's package. The vision tower's sizes are constants in
+    ``MolmoForCausalLM.__init__`` (config.json has none): the shims below cut them.
+    """
+    notes: Notes = []
+    for key, value in (("hidden_size", 64), ("intermediate_size", 128), ("num_hidden_layers", 2),
+                       ("num_attention_heads", 4), ("num_key_value_heads", 2)):
+        _set(cfg, key, value, notes)
+    notes.append(f"quantization_config: {cfg.pop('quantization_config', None)!r} -> removed (plain weights)")
+    return notes
+
+
+_MOLMO_TF_RESIZE = """    # if resize_method == "tensorflow":
+    #     FIXME remove
+    import tensorflow as tf
+    image = tf.image.convert_image_dtype(tf.constant(image), dtype=tf.float32)
+    image = tf.image.resize(
+        image,
+        [scaled_height, scaled_width],
+        method=tf.image.ResizeMethod.BILINEAR,
+        antialias=True,
+    )
+    image = tf.clip_by_value(image, 0.0, 1.0)
+    image = image.numpy()
+    # else:
+    #     image = torch.permute(torch.from_numpy(image), [2, 0, 1])
+    #     image = convert_image_dtype(image)  # resize in flaot32
+    #     image = torchvision.transforms.Resize(
+    #         [scaled_height, scaled_width], InterpolationMode.BILINEAR, antialias=True
+    #     )(image)
+    #     image = torch.clip(image, 0.0, 1.0)
+    #     image = torch.permute(image, [1, 2, 0]).numpy()
+""".replace("\n", "\r\n")
+_MOLMO_TORCH_RESIZE = """    # msmm-migrate shim: the file's own torchvision branch (tensorflow is not installed)
+    image = torch.permute(torch.from_numpy(image), [2, 0, 1])
+    image = convert_image_dtype(image)  # resize in flaot32
+    image = torchvision.transforms.Resize(
+        [scaled_height, scaled_width], InterpolationMode.BILINEAR, antialias=True
+    )(image)
+    image = torch.clip(image, 0.0, 1.0)
+    image = torch.permute(image, [1, 2, 0]).numpy()
+""".replace("\n", "\r\n")  # the file's line endings are CRLF
+
+
+def _molmo_vit(old: str, new: str, why: str) -> Shim:
+    """One of the CLIP tower's constants in MolmoForCausalLM.__init__ (its VisionBackboneConfig), shrunk."""
+    return Shim("modeling_molmo.py", f"                    {old},\n",
+                f"                    {new},  # msmm-migrate: tiny\n",
+                f"size, not version: the ViT-L/14-336 tower's {why} is a constant in MolmoForCausalLM.__init__ "
+                f"(config.json does not carry it): {old} -> {new}")
+
+
+# README.md is the republisher's card (NF4 sizes, a link to the base model's card), taken as published: it has no
+# quick-start, so the entry point is the release's own code, its processor's process() and the model's
+# generate_from_batch() (hooks.data.model_recipe: the processor-method entry)
+MOLMO = Release(
+    family="molmo_7b_d",
+    hub_id="allenai/Molmo-7B-D-0924",
+    mirror="reubzdubz+Molmo7B_D_NF4Quant",
+    commit="6afb2aefe9ed93d3faf905c2dc7e75697aded533",
+    files=("README.md", "added_tokens.json", "config.json", "config_molmo.py", "generation_config.json",
+           "image_preprocessing_molmo.py", "merges.txt", "modeling_molmo.py", "preprocessing_molmo.py",
+           "preprocessor_config.json", "processor_config.json", "special_tokens_map.json", "tokenizer_config.json",
+           "vocab.json"),
+    sizes=_molmo_sizes,
+    requires=("einops",),
+    shims=(_molmo_vit("image_emb_dim=1024", "image_emb_dim=32", "width"),
+           _molmo_vit("image_num_heads=16", "image_num_heads=2", "head count"),
+           _molmo_vit("image_num_key_value_heads=16", "image_num_key_value_heads=2", "KV head count"),
+           _molmo_vit("image_num_layers=23", "image_num_layers=9",
+                      "depth (9, not fewer: the class reads the features of blocks -2 and -9, vit_layers)"),
+           _molmo_vit("image_head_dim=64", "image_head_dim=16", "head width"),
+           _molmo_vit("image_mlp_dim=4096", "image_mlp_dim=64", "MLP width"),
+           Shim("image_preprocessing_molmo.py", _MOLMO_TF_RESIZE, _MOLMO_TORCH_RESIZE,
+                "resize_and_pad resizes with tensorflow (an 'import tensorflow' transformers' import check demands "
+                "before the processor loads; tensorflow is neither a CPU host's nor MindSpeed-MM's package): the "
+                "file's own commented-out torchvision branch right below it (the same bilinear, antialiased "
+                "resize in float32, clipped to [0, 1]) is used instead; pixel values may differ from tensorflow's "
+                "in the last bits, the processor and every check here run the same code")),
+    init_calls=("model.transformer.wte.reset_parameters", "model.vision_backbone.reset_parameters"),
+    dropped={"tokenizer.json": "a broken blob in the mirror's snapshot; Qwen2TokenizerFast is converted from "
+                               "vocab.json + merges.txt and added_tokens.json, as tokenizer_config.json names "
+                               "Qwen2Tokenizer",
+             "molmo_quant.py": "the mirror owner's quantisation script (not a hub file)",
+             "model.safetensors.index.json": "index of the published (NF4) weights"},
+)
+
+
 # The same code without its model card, as a user who copied only the code files has it: nothing in the folder
 # builds a sample, so a copy asks for a prompt builder (hooks.data.prompt_builder), written from the skeleton and
 # the card (tests/test_published_remote.py)
@@ -406,7 +504,7 @@ FASTVLM_NOCARD = dataclasses.replace(
 
 
 RELEASES: dict[str, Release] = {r.family: r for r in (QWEN_VL, INTERNVL2, INTERNVL2_1B, PHI3V, OVIS2, FASTVLM,
-                                                      FASTVLM_NOCARD)}
+                                                      FASTVLM_NOCARD, MOLMO)}
 
 
 # ---------------------------------------------------------------------------- mirror access
@@ -496,7 +594,11 @@ def _write_weights(release: Release, out: Path, seed: int) -> int:
     config = AutoConfig.from_pretrained(out, trust_remote_code=True)
     model_class = get_class_from_dynamic_module(config.auto_map[release.model_auto], str(out))
     torch.manual_seed(seed)
-    model = model_class(config).to(torch.bfloat16)
+    model = model_class(config)
+    for call in release.init_calls:
+        owner, _, name = call.rpartition(".")
+        getattr(model.get_submodule(owner), name)()
+    model = model.to(torch.bfloat16)
     save_file({name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()},
               str(out / "model.safetensors"), metadata={"format": "pt"})
     return sum(p.numel() for p in model.parameters())
@@ -536,6 +638,8 @@ def build(family: str, dest: Path, *, seed: int = 0) -> Path:
     try:
         _copy_files(release, git_dir, tmp)
         notes = {"sizes": _shrink_config(release, tmp), "shims": _apply_shims(release, tmp)}
+        notes["init_calls"] = [f"{call}(): the release's own initialiser, called after the class is built (its "
+                               "constructor leaves these weights at zero)" for call in release.init_calls]
         notes["num_parameters"] = _write_weights(release, tmp, seed)
         (tmp / MARKER).write_text(json.dumps(_marker(release, seed, notes), indent=2) + "\n")
         _replace(tmp, dest)
