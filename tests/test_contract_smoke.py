@@ -13,6 +13,7 @@ from hooks.smoke import contract as contract_smoke
 from hooks.smoke import parallelize
 from hooks.smoke.contract import run_contract_smoke
 from hooks.smoke.parallelize import ContractError
+from tests.model_facts import stand_in_facts
 from tests.samples import QWEN2_5_VL_PLAN
 
 
@@ -155,7 +156,7 @@ def test_unmatched_recompute_pattern_fails_with_its_name(tiny_qwen2_5_vl: Path) 
 def test_contract_plans_come_from_the_generated_yaml(tmp_path: Path) -> None:
     from hooks.smoke.run import contract_plans
 
-    probe_plan = {"apply_modules": ["a"], "recompute_modules": ["b"], "ep_modules": ["e"]}
+    probe_plan = stand_in_facts(plan={"apply_modules": ["a"], "recompute_modules": ["b"], "ep_modules": ["e"]}).plan
     assert contract_plans(tmp_path / "absent.yaml", probe_plan) == {"apply_modules": ["a"], "freeze": [],
                                                                     "recompute": ["b"], "experts": ["e"]}
     yaml_file = tmp_path / "x_config.yaml"

@@ -23,6 +23,7 @@ import pytest
 from hooks.model.facts import ModelFacts
 from hooks.tiny import published
 from tests.copier_run import copy, mm_checkout
+from tests.model_facts import stand_in_facts
 from tests.test_render import ruff_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,7 +225,7 @@ def test_phi3_branch_b_reads_the_tokenizer_template_and_names_why_it_is_not_slot
     assert (chat["user_pre"], chat["user_post"], chat["end_of_turn"]) == ("<|user|>\n", "<|end|>\n<|assistant|>\n",
                                                                           "<|end|>")
     assert len(chat["problems"]) == 1 and "numbered ('<|image_1|>', '<|image_2|>'" in chat["problems"][0]
-    message = branch_error("b", {"model_type": "phi3_v", "processor": {"data_format": found}})
+    message = branch_error("b", stand_in_facts("phi3_v", {"data_format": found}))
     assert message.startswith("data_branch: b derives a template") and "numbered" in message and "answer c" in message
 
 
