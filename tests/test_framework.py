@@ -28,12 +28,12 @@ pytestmark = pytest.mark.tier2
 # is the evidence's (data parity over a whole batch at copy time), a (in-repo template) or b (the
 # template derived from the model's own). CI runs a representative subset (dense Qwen and MoE with
 # their in-repo templates; GLM-4.1V, whose in-repo template is not its format; Gemma 3's system turn
-# and token types; LLaVA's whole-text tokenization; Idefics3's tiles and text lead); --full-matrix
-# runs all. Emu3 (its processor puts a BOS per image at the sample's start) and the families
+# and token types); --full-matrix runs all (LLaVA's whole-text tokenization, Idefics3's tiles and text
+# lead among them). Emu3 (its processor puts a BOS per image at the sample's start) and the families
 # without a chat template (PaliGemma, GOT-OCR2, Chameleon) get branch c.
 FULL = pytest.mark.full_matrix
 BRANCH_A = {"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"}
-CI_SUBSET = {"qwen2_5_vl", "qwen3_vl_moe", "glm4v", "gemma3", "llava", "idefics3"}
+CI_SUBSET = {"qwen2_5_vl", "qwen3_vl_moe", "glm4v", "gemma3"}
 FAMILIES = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe", "glm4v", "glm4v_moe", "llava", "llava_next",
             "llava_next_video", "pixtral", "mistral3", "llava_onevision", "aya_vision", "cohere2_vision", "aria",
             "lfm2_vl", "perception_lm", "internvl", "gemma3", "gemma3n", "idefics2", "idefics3", "smolvlm", "mllama",
@@ -168,6 +168,7 @@ def test_generated_yaml_loads_with_mindspeed_config_loader(checkout: Path, tiny_
     assert f"MODEL {model_id}" in loaded.stdout
 
 
+@pytest.mark.full_matrix  # CI: test_full_size_copy.py copies the same 7B config and smokes it shrunk
 def test_full_size_config_trains_shrunk_through_real_trainer(checkout: Path, tiny_models, template_src: Path,
                                                              tmp_path: Path) -> None:
     """A 7B config without readable weights: probed at full size, shrunk, trained by the real trainer."""

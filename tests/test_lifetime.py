@@ -102,7 +102,7 @@ STAGES: dict[str, Callable[[int, Path, str], Callable[[], bool]]] = {
 
 @pytest.mark.tier2
 @pytest.mark.parametrize(("stage", "how"), [("probe", "kill"), ("render", "kill"), ("smoke", "kill"),
-                                            ("smoke", "ctrl-c")])
+                                            pytest.param("smoke", "ctrl-c", marks=pytest.mark.full_matrix)])
 def test_a_copy_ended_at_a_stage_leaves_no_process(stage: str, how: str, checkout: Path, tiny_models,
                                                    template_src: Path) -> None:
     model_id = f"life_{stage}_{how.replace('-', '')}"

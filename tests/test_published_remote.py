@@ -427,8 +427,14 @@ def _status(dest: Path) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+# CI copies one release per convention it trains through a new path (code, recipe, the processor's entry method);
+# --full-matrix copies every release (Phi-3-vision's 17-crop samples alone take two minutes on two cores).
+COPY_CASES = [family if family in ("internvl2_1b", "fastvlm_0_5b", "fastvlm_0_5b_nocard", "molmo_7b_d", "qwen_vl_chat")
+              else pytest.param(family, marks=pytest.mark.full_matrix) for family in FAMILIES]
+
+
 @pytest.mark.tier2
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", COPY_CASES)
 def test_copy_with_defaults(built, family: str, mm_home: Path, tmp_path: Path) -> None:
     """A published release copied with defaults: verified end to end, or stopped before rendering in one line."""
     folder = built(family)
