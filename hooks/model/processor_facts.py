@@ -16,6 +16,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 _RENAMED = {"class_name": "class"}  # field -> key in the answers file
+# Fields recorded, None included, whenever another is: the image token with the class, the chat and media format
+# (None: the processor has no chat template) with the outputs of one sample.
+_RECORDED_WITH = {"image_token": "class_name", "data_format": "output_keys"}
 
 
 @dataclass
@@ -92,9 +95,10 @@ class ProcessorFacts:
                       if _RENAMED.get(f.name, f.name) in data})
 
     def to_dict(self) -> dict[str, Any]:
-        """The answers file's mapping: the fields found, under their keys; the image token beside a loaded class."""
+        """The answers file's mapping: the fields found, under their keys (``_RECORDED_WITH``: None included)."""
         return {_RENAMED.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) is not None or (f.name == "image_token" and self.loaded)}
+                if getattr(self, f.name) is not None
+                or (f.name in _RECORDED_WITH and getattr(self, _RECORDED_WITH[f.name]) is not None)}
 
 
 def _part(mapping: dict[str, Any] | None, key: str) -> dict[str, Any]:
