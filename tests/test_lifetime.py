@@ -100,9 +100,12 @@ STAGES: dict[str, Callable[[int, Path, str], Callable[[], bool]]] = {
 }
 
 
+FULL = pytest.mark.full_matrix  # CI: a kill at the probe and at the smoke
+
+
 @pytest.mark.tier2
-@pytest.mark.parametrize(("stage", "how"), [("probe", "kill"), ("render", "kill"), ("smoke", "kill"),
-                                            pytest.param("smoke", "ctrl-c", marks=pytest.mark.full_matrix)])
+@pytest.mark.parametrize(("stage", "how"), [("probe", "kill"), pytest.param("render", "kill", marks=FULL),
+                                            ("smoke", "kill"), pytest.param("smoke", "ctrl-c", marks=FULL)])
 def test_a_copy_ended_at_a_stage_leaves_no_process(stage: str, how: str, checkout: Path, tiny_models,
                                                    template_src: Path) -> None:
     model_id = f"life_{stage}_{how.replace('-', '')}"
