@@ -59,11 +59,6 @@ class ProcessorFacts:
         return self.class_name is not None
 
     @property
-    def sample_kind(self) -> str:
-        """Branch c's convention: "chat" (the processor and its chat template) unless the facts name another."""
-        return str(self.form.get("kind") or "chat")
-
-    @property
     def chat_format(self) -> dict[str, Any]:
         """The chat format read off the processor's template (``hooks.data.chat_format``), {} without one."""
         return _part(self.data_format, "chat")
