@@ -145,18 +145,35 @@ def render_template_file(relpath: str, context: dict[str, Any]) -> str:
 @functools.cache
 def copier_environment() -> Any:
     """copier's Jinja environment for the template at ``TEMPLATE_ROOT``, built once per process. copier clones a
-    local git template to read it (well under a second); the clone is removed when the process exits."""
+    local git template to read it (well under a second); the clone is removed when the process exits.
+
+    The copy-time evidence renders in the training interpreter (it runs the framework's data path there), which
+    need not have copier: there the same loader root, ``_envops`` and filters stand in, and a tier-2 test checks
+    that both renders are byte-identical."""
     import atexit
     import tempfile
     import warnings
 
-    from copier._main import Worker
-
-    worker = Worker(src_path=str(TEMPLATE_ROOT), dst_path=tempfile.gettempdir(), unsafe=True, quiet=True)
+    try:
+        from copier._main import Worker
+    except ImportError:
+        return _environment_without_copier()
+    # vcs_ref HEAD: the template as it is here (copier's clone at the ref the copy was asked for, or this working
+    # tree), never the latest release tag copier would otherwise check out
+    worker = Worker(src_path=str(TEMPLATE_ROOT), dst_path=tempfile.gettempdir(), vcs_ref="HEAD", unsafe=True,
+                    quiet=True)
     atexit.register(worker.__exit__, None, None, None)
     with warnings.catch_warnings():  # "no git tags", "dirty template": the copy itself says so where it matters
         warnings.simplefilter("ignore")
         return worker.jinja_env
+
+
+def _environment_without_copier() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True)
+    env.filters.update(RENDER_FILTERS)
+    return env
 
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
