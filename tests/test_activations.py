@@ -52,8 +52,8 @@ def test_smoke_memory_table_sets_measured_beside_predicted(tiny_models, tmp_path
 
 
 def test_a_layer_off_the_estimate_is_named_with_what_the_estimate_counted(tiny_models, tmp_path) -> None:
-    """Issue 35: beyond 15 % the smoke's note names the layer, its figures and what the plan counted for it (a
-    WARNING, shown in MIGRATION.md), instead of a bare percentage."""
+    """Issue 35: a layer kind beyond 15 % gets a note naming its worst layer, its figures and what the plan counted
+    for it (a WARNING, shown in MIGRATION.md), instead of a bare percentage."""
     import json
 
     from hooks.smoke.memory_check import memory_notes, memory_rows
@@ -66,7 +66,7 @@ def test_a_layer_off_the_estimate_is_named_with_what_the_estimate_counted(tiny_m
     cfg = {"model": {"freeze": []}, "parallel": {"fsdp_plan": {"param_dtype": "bf16"}}}
     notes = memory_notes(memory_rows(tmp_path, cfg, model_dir, 2))
     text = next(note for note in notes if "decoder layers" in note)
-    assert text.startswith("WARNING: memory, rank 1: activations saved for backward") and "66.7% off: " in text
+    assert text.startswith("WARNING: memory, rank 1: activations saved for backward") and "worst layer 66.7%: " in text
     assert f"{layer}, " in text and "the estimate counts only its input (rows x hidden x dtype)" in text
     assert "saved (storages: (1, " in text and " bfloat16 " in text  # what the layer kept, storage by storage
     assert not any(note.startswith("WARNING") for note in notes if "vision blocks" in note)

@@ -30,7 +30,7 @@ NOTES = [
     "verified: audio reached forward (input_features [1, 128, 3000] on rank 0) and audio_tower got a gradient "
     "(norm 7.6e-01) at step 1",
     *(f"memory, rank {r}: activations saved for backward, 2 decoder layers (48 rows each, recompute, fp32): "
-      "24.00 KiB predicted, 24.00 KiB measured (worst layer 0.0% off)" for r in (0, 1)),
+      "24.00 KiB predicted, 24.00 KiB measured (0.0% off, worst layer 0.0%)" for r in (0, 1)),
     "WARNING: experts no token reaches get no gradient: model.layers.0.mlp.experts.3 (and 5 more); a remedy",
 ]
 

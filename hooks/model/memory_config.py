@@ -64,7 +64,8 @@ def dims_from_config(config: Any) -> ActivationDims:
     vh = vl = vi = vheads = 0
     merge = 1
     if vision is not None:
-        vh = int(_get(vision, "hidden_size", "embed_dim", "width"))
+        # Qwen2-VL's vision config names its blocks' width embed_dim; its hidden_size is the merger's output
+        vh = int(_get(vision, "embed_dim", "hidden_size", "width"))
         vl = int(_get(vision, "depth", "num_hidden_layers", "num_layers"))
         vi = int(_get(vision, "intermediate_size", default=4 * vh) or 4 * vh)
         vheads = int(_get(vision, "num_heads", "num_attention_heads", default=1))
