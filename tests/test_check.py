@@ -22,6 +22,8 @@ from hooks.check.findings import Framework
 from hooks.check.plugin_code import function_arity
 from hooks.check.schema import schema_findings
 from hooks.framework import checkout
+from hooks.report.smoke import SmokeRecord, result_file
+from hooks.smoke.run import work_dir
 from tests.model_facts import stand_in_answers_facts
 
 PARAMS = '''
@@ -438,13 +440,18 @@ def test_smoke_verdicts_become_findings(tmp_path: Path, monkeypatch: pytest.Monk
     calls = []
     real_run = subprocess.run
 
-    def fake_run(command, **kwargs):
+    monkeypatch.setenv("MSMM_CACHE", str(tmp_path / "cache"))
+
+    def fake_run(command, **kwargs):  # a test double of the smoke: the record a failed run leaves
         if "hooks.smoke" not in command:
             return real_run(command, **kwargs)  # git, for the checkout's revision
         calls.append((command, kwargs["cwd"]))
-        out = ("  iteration 1/5  loss 8.0\nsmoke[contract] FAIL: 1/5 iterations, loss 8.0000 (only 1 of 5 iterations "
-               "logged)\nhint: read the first traceback in the full log\nfull log: /tmp/x.log\n")
-        return subprocess.CompletedProcess(command, 1, out, "")
+        record = result_file(work_dir("m"))
+        record.parent.mkdir(parents=True, exist_ok=True)
+        SmokeRecord(passed=False, mode="contract", log="/tmp/x.log", hint="read the first traceback in the full log",
+                    summary="smoke[contract] FAIL: 1/5 iterations, loss 8.0000 (only 1 of 5 iterations logged)"
+                    ).write(record)
+        return subprocess.CompletedProcess(command, 1, "", "")
 
     monkeypatch.setattr(leftovers.subprocess, "run", fake_run)
     assert check.main([str(dest), "--smoke"]) == 1

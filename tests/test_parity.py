@@ -269,7 +269,7 @@ def test_a_forced_wrong_template_stops_before_the_smoke(mm_home: Path, tiny_mode
 
 
 def test_candidate_yaml_renders_with_the_checkouts_facts_and_no_memory_plan(tmp_path: Path) -> None:
-    """The copy-time evidence renders each candidate's YAML with copier's own environment: the answers it has
+    """The copy-time evidence renders each candidate's YAML outside copier (strict undefined): the answers it has
     then carry no memory plan or loading choice yet, and the framework facts come from the checkout."""
     import yaml
 

@@ -240,19 +240,3 @@ def test_model_id_already_registered(tiny_models, tmp_path: Path) -> None:
     err = _bad_copy(dest, model_id="qwen3_vl_moe", model_path=tiny_models("qwen2_5_vl"))
     assert "model_id" in err and "already registered" in err and "qwen3vl/modeling.py" in err
 
-
-def test_the_evidence_renders_with_copiers_environment_and_the_same_without_copier() -> None:
-    """The copy-time evidence renders with copier's own environment for this template; in a training interpreter
-    without copier, the stand-in (same loader root, ``_envops`` and filters) writes the same bytes."""
-    from hooks.framework import checkout
-    from hooks.render import files
-    from tests.model_facts import stand_in_answers_facts
-
-    context = {"model_id": "m", "model_facts": stand_in_answers_facts(plan={"apply_modules": ["a"]}),
-               "data_branch": "a", "chat_template": "qwen2vl", "collator_id": "qwen3vl", "model_path": "/m",
-               "trust_remote_code": False, "data_json": "", "media_root": "", "framework": checkout.facts("/none")}
-    ours = files.copier_environment()
-    assert type(ours).__module__.startswith("copier")
-    stand_in = files._environment_without_copier()
-    name = "partials/config.yaml.jinja"
-    assert ours.get_template(name).render(**context) == stand_in.get_template(name).render(**context)

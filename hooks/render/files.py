@@ -2,13 +2,12 @@
 
 copier renders the scaffold into the checkout. The data-parity check that picks the data branch
 runs *before* that, on the branch-b data plugin the copy would write, so this module renders those
-template files with copier's own Jinja environment for the template (``copier_environment``) into
+template files the way copier does (same loader root, same filters, same environment options) into
 a scratch folder. A tier-2 test checks that both renders are byte-identical.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shlex
@@ -137,43 +136,15 @@ RENDER_FILTERS = {
 
 
 def render_template_file(relpath: str, context: dict[str, Any]) -> str:
-    """One template file rendered by copier's own Jinja environment for this template (its loader, ``copier.yml``'s
-    ``_envops`` and ``_jinja_extensions``, hence the same filters): what the copy would write, before it writes."""
-    return copier_environment().get_template(relpath).render(**context)
-
-
-@functools.cache
-def copier_environment() -> Any:
-    """copier's Jinja environment for the template at ``TEMPLATE_ROOT``, built once per process. copier clones a
-    local git template to read it (well under a second); the clone is removed when the process exits.
-
-    The copy-time evidence renders in the training interpreter (it runs the framework's data path there), which
-    need not have copier: there the same loader root, ``_envops`` and filters stand in, and a tier-2 test checks
-    that both renders are byte-identical."""
-    import atexit
-    import tempfile
-    import warnings
-
-    try:
-        from copier._main import Worker
-    except ImportError:
-        return _environment_without_copier()
-    # vcs_ref HEAD: the template as it is here (copier's clone at the ref the copy was asked for, or this working
-    # tree), never the latest release tag copier would otherwise check out
-    worker = Worker(src_path=str(TEMPLATE_ROOT), dst_path=tempfile.gettempdir(), vcs_ref="HEAD", unsafe=True,
-                    quiet=True)
-    atexit.register(worker.__exit__, None, None, None)
-    with warnings.catch_warnings():  # "no git tags", "dirty template": the copy itself says so where it matters
-        warnings.simplefilter("ignore")
-        return worker.jinja_env
-
-
-def _environment_without_copier() -> Any:
+    """One template file rendered as copier renders it (``copier.yml``'s ``_envops``: keep_trailing_newline; the
+    filters copier's extension registers). Not copier's own environment: building that here would load the extension
+    from a fresh clone of the template, which swaps the ``hooks`` package under the running probe."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
     env.filters.update(RENDER_FILTERS)
-    return env
+    return env.get_template(relpath).render(**context)
 
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
