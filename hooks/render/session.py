@@ -139,11 +139,9 @@ def cutoff_error(data_json: str, media_root: str, data_fields: str, model_path: 
     interpreter (cached per answers)."""
     if not str(data_json or "").strip() or not model_path:
         return ""
-    from hooks.model.facts import ModelFacts
-    from hooks.model.memory import sample_cutoff
+    from hooks.render.files import cutoff_len
 
-    typed = ModelFacts.of(model_facts)  # type: ignore[arg-type] - an answer: the mapping copier holds
-    cutoff = sample_cutoff(typed.processor.one_image_tokens or 0 if typed else 0)
+    cutoff = cutoff_len(model_facts)  # type: ignore[arg-type] - an answer: the mapping copier holds
     key = (str(data_json), str(media_root), str(data_fields), str(model_path), str(python), str(trust_remote_code),
            cutoff)
     if key not in LENGTHS:
