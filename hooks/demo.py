@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     done = subprocess.run(copier_command(TEMPLATE_ROOT, dest, f"demo_{args.arch}", model_dir), check=False)
     status = subprocess.run(["git", "-C", str(dest), "status", "--porcelain"], capture_output=True, text=True)
     print("changed paths in the destination:\n" + status.stdout.rstrip())
-    print(f"report: {dest / scaffold.migration_md(f'demo_{args.arch}')}")
+    print(f"report: {dest / scaffold.migration_md(f'demo_{args.arch}')} (the plan), "
+          f"{dest / scaffold.report_md(f'demo_{args.arch}')} (what was verified)")
     return done.returncode
 
 

@@ -19,7 +19,7 @@ def answers_file(model_id: str) -> PurePosixPath:
 
 
 def example_dir(model_id: str) -> PurePosixPath:
-    """The model's example folder: YAML, launch script, MIGRATION.md."""
+    """The model's example folder: YAML, launch script, MIGRATION.md, REPORT.md."""
     return PurePosixPath("examples") / model_id
 
 
@@ -34,8 +34,14 @@ def launch_script(model_id: str) -> PurePosixPath:
 
 
 def migration_md(model_id: str) -> PurePosixPath:
-    """The migration report."""
+    """The migration report copier renders: decisions, plans, data path, memory plan."""
     return example_dir(model_id) / "MIGRATION.md"
+
+
+def report_md(model_id: str) -> PurePosixPath:
+    """What the report stage measured (data parity, the smoke, the system test), written whole by that stage; copier
+    never renders it."""
+    return example_dir(model_id) / "REPORT.md"
 
 
 def models_root() -> PurePosixPath:

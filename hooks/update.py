@@ -135,7 +135,7 @@ def update_all(dest: Path, *, models: list[str] | None = None, vcs_ref: str | No
                review_smoke: bool = False) -> tuple[list[Row], str]:
     """Every model's update in a scratch clone of ``dest``; the rows and the combined diff (``dest`` untouched).
 
-    ``review_smoke``: also run each model's smoke in the clone (MIGRATION.md there left as is), so a review shows
+    ``review_smoke``: also run each model's smoke in the clone (REPORT.md there left as is), so a review shows
     the losses against the recorded baselines without changing the checkout."""
     facts = checkout.facts(dest)
     answers = sorted((dest / scaffold.ANSWERS_DIR).glob("*.yml"))

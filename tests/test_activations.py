@@ -31,7 +31,7 @@ def test_activation_estimate_matches_saved_tensor_bytes_per_layer(arch: str, rec
 
 def test_smoke_memory_table_sets_measured_beside_predicted(tiny_models, tmp_path) -> None:
     """What a smoke reports from the observer's record (here written from an in-process measurement): the plan's
-    activations beside the saved bytes per layer kind, and the peak (n/a on CPU), as MIGRATION.md's table."""
+    activations beside the saved bytes per layer kind, and the peak (n/a on CPU), as REPORT.md's table."""
     import json
 
     from hooks.smoke.memory_check import memory_notes, memory_rows, memory_table
@@ -53,7 +53,7 @@ def test_smoke_memory_table_sets_measured_beside_predicted(tiny_models, tmp_path
 
 def test_a_layer_off_the_estimate_is_named_with_what_the_estimate_counted(tiny_models, tmp_path) -> None:
     """Issue 35: a layer kind beyond 15 % gets a note naming its worst layer, its figures and what the plan counted
-    for it (a WARNING, shown in MIGRATION.md), instead of a bare percentage."""
+    for it (a WARNING, shown in REPORT.md), instead of a bare percentage."""
     import json
 
     from hooks.smoke.memory_check import memory_notes, memory_rows

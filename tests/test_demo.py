@@ -22,7 +22,7 @@ def test_demo_without_mindspeed_runs_contract_smoke(tmp_path: Path) -> None:
     done = run_demo(tmp_path / "demo", env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "smoke[contract] PASS: 5/5" in done.stdout
-    report = (tmp_path / "demo/checkout/examples/demo_qwen2_5_vl/MIGRATION.md").read_text()
+    report = (tmp_path / "demo/checkout/examples/demo_qwen2_5_vl/REPORT.md").read_text()
     assert "**PASS**" in report and "contract smoke (destination is not a MindSpeed-MM checkout)" in report
 
 

@@ -68,7 +68,7 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
                *map(str, StPaths(model_id).triple()), str(StPaths(model_id).provenance))
     assert new and all(path.startswith(allowed) for path in new), new
     assert {str(p) for p in StPaths(model_id).triple()} <= new  # issue 35: the system test, recorded by the smoke
-    report = (checkout / "examples" / model_id / "MIGRATION.md").read_text()
+    report = (checkout / "examples" / model_id / "REPORT.md").read_text()  # the report stage's, written whole
     assert "**PASS**" in report and "framework smoke" in report and "**match**" in report
     answers = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())
     assert answers["data_evidence"]["candidates"], "the copy-time evidence ran"
@@ -178,5 +178,5 @@ def test_full_size_config_trains_shrunk_through_real_trainer(checkout: Path, tin
     done = copy(checkout, skip_tasks=False, template=template_src, model_id="qwen2_5_vl_7b", model_path=model)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert re.search(r"smoke\[framework\] PASS: 5/5", done.stdout), done.stdout[-2000:]
-    report = (checkout / "examples/qwen2_5_vl_7b/MIGRATION.md").read_text()
+    report = (checkout / "examples/qwen2_5_vl_7b/REPORT.md").read_text()
     assert "shrunk copy of" in report

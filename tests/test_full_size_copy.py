@@ -29,5 +29,5 @@ def test_copy_of_7b_config_smokes_a_shrunk_copy(model_7b: Path, tmp_path: Path, 
     assert re.search(r"smoke\[contract\] PASS: 5/5", done.stdout), done.stdout[-2000:]
     answers = yaml.safe_load((dest / ".copier-answers/qwen2_5_vl_7b.yml").read_text())
     assert answers["model_facts"]["num_parameters"] > 8_000_000_000
-    report = (dest / "examples/qwen2_5_vl_7b/MIGRATION.md").read_text()
+    report = (dest / "examples/qwen2_5_vl_7b/REPORT.md").read_text()
     assert "shrunk copy of" in report and "**PASS**" in report

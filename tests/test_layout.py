@@ -129,9 +129,9 @@ def test_a_back_edge_in_a_function_body_is_read(tmp_path) -> None:
     """``import_graph`` reads imports inside function bodies (the hooks import heavy modules lazily)."""
     import ast
 
-    source = "def late():\n    from hooks.report.migration import write_section\n"
+    source = "def late():\n    from hooks.report.document import Report\n"
     found = {node.module for node in ast.walk(ast.parse(source)) if isinstance(node, ast.ImportFrom)}
-    assert found == {"hooks.report.migration"}
+    assert found == {"hooks.report.document"}
     assert "hooks.render.evidence" in import_graph()["hooks.probe"]  # a function-body import in the real tree
 
 
@@ -255,6 +255,17 @@ def test_scaffold_paths_are_spelled_in_one_module() -> None:
                     and SCAFFOLD_SPELLINGS.search(node.value) and not FRAMEWORK_OR_HELP.search(node.value)):
                 found.append(f"{module}:{node.lineno}: {node.value[:60]!r}")
     assert not found, "\n".join(found)
+
+
+def test_no_stage_edits_a_rendered_file_between_markers() -> None:
+    """Issue 34: copier renders MIGRATION.md, and the report stage writes REPORT.md whole (``hooks.report.document``);
+    no template leaves a marker block for a later stage to fill in, and no module writes into one."""
+    root = HOOKS.parent
+    rendered = [p for folder in ("partials", "template_vlm_branch_a", "template_vlm_branch_b",
+                                 "template_custom_dataset_c") for p in (root / folder).rglob("*") if p.is_file()]
+    markers = [str(p.relative_to(root)) for p in rendered if re.search(r"<!-- *msmm-[\w-]+:(begin|end)", p.read_text())]
+    writers = [m for m, p in _pipeline_modules().items() if re.search(r":(begin|end) -->", p.read_text())]
+    assert not markers and not writers, (markers, writers)
 
 
 # Issue 34: stage data crosses a boundary as typed fields, not through string keys (ModelFacts with its Plan,

@@ -363,7 +363,7 @@ def test_copy_of_the_omni_bundle_trains_its_thinker(arch: str, mm_home: Path, tm
     clips reached forward and trained the audio tower. Qwen3-Omni's data path is the template derived from its
     release's chat template (the in-repo ones differ: qwen3_omni adds a think block, qwen3_omni_nothink pads each
     clip to the feature extractor's full window), and its experts no token reaches get no gradient: a WARNING
-    in the verdict and in MIGRATION.md (this sample's batches reach every expert on both ranks)."""
+    in the verdict and in REPORT.md (this sample's batches reach every expert on both ranks)."""
     import yaml
 
     from tests.copier_run import copy, mm_checkout
@@ -396,7 +396,7 @@ def test_the_trainer_stops_where_ranks_route_apart_and_says_why(routed_apart: Pa
                                                                  template_src: Path) -> None:
     """Tier 2, the same 32-expert thinker through the real trainer on the generated sample (images and tones): the
     ranks' gradient sets differ at step 1 and the trainer stops; the smoke names that cause, not gloo's
-    "Connection reset by peer", with the WARNING that explains it, here and in MIGRATION.md."""
+    "Connection reset by peer", with the WARNING that explains it, here and in REPORT.md."""
     from tests.copier_run import copy, mm_checkout
 
     checkout = mm_checkout(mm_home, tmp_path_factory.mktemp("mm"))
@@ -407,5 +407,5 @@ def test_the_trainer_stops_where_ranks_route_apart_and_says_why(routed_apart: Pa
            "size (gloo: Received data size doesn't match expected size)" in done.stdout, done.stdout[-3000:]
     assert "  WARNING: experts no token reaches get no gradient" in done.stdout
     assert "hint: experts no token reaches got no gradient" in done.stdout
-    report = (checkout / "examples" / "routed_apart" / "MIGRATION.md").read_text()
+    report = (checkout / "examples" / "routed_apart" / "REPORT.md").read_text()
     assert "- WARNING: experts no token reaches get no gradient" in report

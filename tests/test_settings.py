@@ -162,7 +162,7 @@ def test_the_smoke_proves_units_weights_and_shards_and_fails_on_another_models_w
     for line in ("verified: FSDP2 applied to", "verified: weights: 4 tensors equal the model folder's files",
                  "loaded through training.load", "verified: shard sizes equal the memory plan's arithmetic"):
         assert line in done.stdout, done.stdout[-3000:]
-    migration = (dest / "examples" / "wts" / "MIGRATION.md").read_text()
+    migration = (dest / "examples" / "wts" / "REPORT.md").read_text()
     assert "weights: 4 tensors equal the model folder's files" in migration
     config = _config(dest, "wts")
     training = config["training"]

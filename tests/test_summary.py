@@ -51,11 +51,11 @@ def test_headline_keeps_the_claim_and_drops_the_figures() -> None:
 
 def test_the_summary_fits_fifteen_lines_of_eighty_columns() -> None:
     for width in (79,):
-        lines = summary_lines(_result(), report="examples/tq/MIGRATION.md", width=width)
+        lines = summary_lines(_result(), report="examples/tq/REPORT.md", width=width)
         assert len(lines) <= SUMMARY_LINES, "\n".join(lines)
         assert all(len(line) <= width for line in lines), "\n".join(lines)
         assert lines[0] == "smoke[framework] PASS: loss 8.1288 -> 8.0052 over 5/5 iterations"
-        assert lines[-2:] == ["report: examples/tq/MIGRATION.md",
+        assert lines[-2:] == ["report: examples/tq/REPORT.md",
                               "full log: /root/.cache/msmm-migrate/smoke/tq/smoke_trainer.log"]
         text = " ".join(lines)
         assert "WARNING: experts no token reaches get no gradient" in text  # a warning is never dropped
@@ -63,7 +63,7 @@ def test_the_summary_fits_fifteen_lines_of_eighty_columns() -> None:
 
 
 def test_a_short_summary_lists_one_proof_per_line() -> None:
-    lines = summary_lines(_result(notes=NOTES[:5]), report="examples/tq/MIGRATION.md", width=79)
+    lines = summary_lines(_result(notes=NOTES[:5]), report="examples/tq/REPORT.md", width=79)
     assert "verified: FSDP2 applied to 9 modules" in lines
 
 
@@ -79,7 +79,7 @@ def test_a_failure_ends_with_the_hint_the_way_on_and_the_log() -> None:
 def test_a_log_keeps_every_figure_on_one_line() -> None:
     """Not a terminal (a CI log, a pipe): the full verdict and every note first, unwrapped, then the summary."""
     out = io.StringIO()
-    print_summary(_result(), report="examples/tq/MIGRATION.md", file=out)
+    print_summary(_result(), report="examples/tq/REPORT.md", file=out)
     text = out.getvalue()
     assert "  " + NOTES[9] + "\n" in text and "  " + NOTES[11] + "\n" in text
     assert text.rstrip().endswith("full log: /root/.cache/msmm-migrate/smoke/tq/smoke_trainer.log")

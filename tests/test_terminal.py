@@ -193,7 +193,7 @@ def broken_inside_a_word(screen: str, *, skip: tuple[str, ...]) -> list[str]:
 def test_interactive_copy_that_trains_ends_with_a_short_summary_no_word_broken(
         tmp_path: Path, tiny_models, template_src: Path, mm_home: Path) -> None:
     """Issue 34: the copy a person watches in an 80-column terminal ends with at most 15 lines (verdict, losses, one
-    line per proof, report, log) and no line of ours is broken inside a word; the figures are MIGRATION.md's."""
+    line per proof, report, log) and no line of ours is broken inside a word; the figures are REPORT.md's."""
     model = tiny_models("qwen2_5_vl")
     dest = mm_checkout(mm_home, tmp_path)
     term = Terminal(tmp_path, copier_command(template_src), dest)
@@ -212,6 +212,6 @@ def test_interactive_copy_that_trains_ends_with_a_short_summary_no_word_broken(
     first = next(i for i, row in enumerate(rows) if row.startswith("smoke[framework] PASS: loss "))
     last = next(i for i, row in enumerate(rows) if row.startswith("full log: "))
     assert last - first + 1 <= 15, "\n".join(rows[first:last + 1])
-    assert "report: examples/tty_ok/MIGRATION.md" in rows[first:last]
+    assert "report: examples/tty_ok/REPORT.md" in rows[first:last]
     assert "KiB" not in "\n".join(rows[first:last + 1])  # the memory table is the report's
-    assert "- verified: loss equivalence: step-1 loss" in (dest / "examples/tty_ok/MIGRATION.md").read_text()
+    assert "- verified: loss equivalence: step-1 loss" in (dest / "examples/tty_ok/REPORT.md").read_text()

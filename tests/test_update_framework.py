@@ -4,7 +4,7 @@ Two models migrated on an older vendored MindSpeed-MM (one with hand edits: ``lr
 extra plugin method), the framework files replaced by 57069cd5's, then the one update command: both
 re-rendered for the new framework (``features:``, ``collator_id``, HF load, the hook's new arity), every hand
 edit kept, check and smoke pass; ``--review`` printed exactly the diff the update then made (the smoke
-afterwards refreshes MIGRATION.md's smoke section, which no review can foresee: the test compares with
+afterwards rewrites REPORT.md, which no review can foresee: the test compares with
 ``--no-smoke``, commits, and runs the update again for the check and the smokes). An edit that
 overlaps what the update changes ends non-zero naming the file.
 """

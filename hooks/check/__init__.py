@@ -18,7 +18,7 @@ For every ``.copier-answers/<model_id>.yml`` in the checkout, without training (
 8. **system test**: ``tests/st/`` holds the model's script, run config and baseline, which device the baseline came
    from, and whether it is stale (another framework revision, a changed run config): ``hooks.check.system_test``.
 
-``--smoke`` also runs each model's smoke (``python -m hooks.smoke``, MIGRATION.md left as is) and reports its
+``--smoke`` also runs each model's smoke (``python -m hooks.smoke``, REPORT.md left as is) and reports its
 verdict. One line per finding, ``<model_id>: error|warning|info: <finding> — fix: <what to do>``, then a
 summary; the exit status is 1 when any finding is an error. The files are parsed, never imported.
 """

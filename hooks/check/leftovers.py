@@ -66,7 +66,7 @@ def _short(revision: str) -> str:
 
 
 def smoke_findings(dest: Path, answers_path: Path) -> list[Finding]:
-    """Run the model's smoke in the checkout (MIGRATION.md left as is) and report its verdict, as the smoke's record
+    """Run the model's smoke in the checkout (REPORT.md left as is) and report its verdict, as the smoke's record
     (``smoke_result.json``) holds it."""
     from hooks.report.smoke import SmokeRecord, result_file
     from hooks.smoke.run import work_dir

@@ -2,5 +2,6 @@
 
 ``postgen`` is copier's post-generation task (the model's code copied beside the plugin, the data
 check, the smoke, their verdicts); ``smoke`` re-runs the smoke on an existing scaffold
-(``python -m hooks.smoke``); ``migration`` writes their sections into MIGRATION.md.
+(``python -m hooks.smoke``); ``data_check`` checks the generated data path first; ``document`` writes REPORT.md
+whole.
 """

@@ -1,4 +1,4 @@
-"""copier's post-generation task: show the probe's plan, run the smoke, write the report.
+"""copier's post-generation task: show the probe's plan, check the data path, run the smoke, write REPORT.md.
 
 Runs in the destination checkout with the hooks interpreter the user chose.
 The plan was derived at question time and frozen into the answers file, so no
@@ -21,42 +21,11 @@ from hooks.data.candidates import DataEvidence
 from hooks.lifetime import follow_owner
 from hooks.model.facts import ModelFacts
 from hooks.model.facts_text import ignored_media_text, render_table
+from hooks.report.data_check import check_data
+from hooks.report.document import Report
 from hooks.report.smoke import smoke_and_report
 from hooks.report.summary import print_summary
 from hooks.terminal import echo
-
-
-def check_data(dest: Path, answers: dict) -> bool:
-    """Data parity of the generated scaffold, printed and written into MIGRATION.md; False stops the copy.
-
-    A mismatch stops it before the smoke (a healthy loss on the wrong format is the worst outcome)
-    unless the ``parity_mismatch`` answer is ``warn``. A data path that raises on the model's own samples
-    cannot be built, so it stops the copy whatever that answer says (the smoke and every training run
-    would fail the same way); a check that could not run for another reason only warns.
-    """
-    from hooks.data.parity import parity_for_answers
-    from hooks.report.migration import parity_section, write_section
-
-    result, why = parity_for_answers(dest, answers)
-    if result is None:
-        echo(f"data parity: not checked ({why})")
-        return True
-    echo(result.summary())
-    write_section(dest / scaffold.migration_md(answers["model_id"]), "parity", parity_section(result))
-    if result.verdict == "mismatch" and answers.get("parity_mismatch", "stop") == "stop":
-        echo(f"error: data parity: {result.first_difference()}; the data path would train on another format than "
-              "the model's own. Choose another data branch (see MIGRATION.md's candidates), or copy again with "
-              "-d parity_mismatch=warn to train anyway", file=sys.stderr)
-        return False
-    if result.verdict == "error" and result.data_path_raises:
-        echo(f"error: data parity: {result.first_difference()}; this data path cannot be built for the model. "
-              "Choose another data branch (see MIGRATION.md's candidates; data_branch=c writes a dataset plugin "
-              "around the model's own processor)", file=sys.stderr)
-        return False
-    if not result.ok:
-        echo("WARNING: the data path is not proven to reproduce the model's own format; see the Data parity "
-              "section of MIGRATION.md before training", file=sys.stderr)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         echo(_after_failure(args.answers, answers))
         return 1
-    if not check_data(dest, answers):
+    data = check_data(dest, answers)
+    if not data.go_on:
+        Report(answers["model_id"], data.section, "Not run: data parity stopped the copy.").write(dest)
         echo(_after_failure(args.answers, answers))
         return 1
     if args.no_smoke:
+        Report(answers["model_id"], data.section).write(dest)
         return _skipped(args.answers, answers)
-    result = smoke_and_report(dest, answers)
-    print_summary(result, report=str(scaffold.migration_md(answers["model_id"])),
+    result = smoke_and_report(dest, answers, parity=data.section)
+    print_summary(result, report=str(scaffold.report_md(answers["model_id"])),
                   after_failure=_after_failure(args.answers, answers))  # last: nothing printed after it buries it
     return 0 if result.passed else 1
 

@@ -1,9 +1,10 @@
 """The smoke on a scaffold that is already written, with its report (run by ``python -m hooks.smoke ANSWERS``).
 
 The same run as copier's post-generation task ends with (``hooks.report.postgen``): the smoke
-(``hooks.smoke.run``), its section in MIGRATION.md and ``smoke_result.json`` beside its log, the model's
-system test (``tests/st/``: recorded from the first smoke, compared with by every later one), then the verdict,
-printed last. ``--record-baseline`` records the system test's baseline from this run (on the device it runs on).
+(``hooks.smoke.run``), ``smoke_result.json`` beside its log, the model's system test (``tests/st/``: recorded
+from the first smoke, compared with by every later one), REPORT.md written whole with the data check's section,
+then the verdict, printed last. ``--record-baseline`` records the system test's baseline from this run (on the
+device it runs on).
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hooks import scaffold
-from hooks.report.migration import write_section, write_smoke_section
+from hooks.report.document import Report, smoke_section
 from hooks.smoke.baseline import Comparison, read_json
 from hooks.smoke.run import run_smoke
 from hooks.smoke.verdict import SmokeResult, print_iteration
@@ -22,9 +22,10 @@ from hooks.terminal import echo
 
 
 def smoke_and_report(
-    dest: Path, answers: dict[str, Any], *, iters: int = 5, report: bool = True, record_baseline: bool = False
+    dest: Path, answers: dict[str, Any], *, parity: str | None = None, iters: int = 5, record_baseline: bool = False
 ) -> SmokeResult:
-    """Run the smoke with progress on the terminal; write its MIGRATION.md section and ``smoke_result.json``.
+    """Run the smoke with progress on the terminal; write ``smoke_result.json`` and, given the data check's section
+    (``parity``; None: ``--no-report``), REPORT.md whole.
 
     Then the model's system test (``hooks.report.st``): recorded from this run when the checkout has none yet (or
     ``record_baseline``), else this run's losses compared with it; the comparison goes into ``smoke_result.json``
@@ -35,17 +36,16 @@ def smoke_and_report(
 
     result, inputs, note = run_smoke(dest, answers, iters=iters, progress=print_iteration)
     outcome = after_smoke(dest, answers, result, inputs.work_dir / "smoke_config.yaml",
-                          record_baseline=record_baseline, first_record=report)
+                          record_baseline=record_baseline, first_record=parity is not None)
     echo(outcome.note)
     if outcome.regressed and result.passed:  # a smoke that failed on its own keeps its cause as the verdict
         result.passed = False
         result.reason = f"losses moved from the recorded baseline: {outcome.comparison.line()}"
         result.hint = ("a numerical change in the framework, the template or the data since the baseline was recorded; "
                        "if it is intended, re-record it with --record-baseline")
-    migration = dest / scaffold.migration_md(answers["model_id"])
-    if report:
-        write_smoke_section(migration, result, inputs, note)
-        write_section(migration, "st", st_section(dest, answers, outcome))
+    if parity is not None:
+        Report(answers["model_id"], parity, smoke_section(result, inputs, note),
+               st_section(dest, answers, outcome)).write(dest)
     SmokeRecord(passed=result.passed, mode=result.mode, summary=result.summary(), wall_s=result.wall_s,
                 peak_rss_mb=result.peak_rss_mb, log=result.log_path, notes=result.notes, losses=result.losses,
                 device=result.device, baseline=outcome.comparison, st=outcome.note, recorded=outcome.recorded,

@@ -3,7 +3,7 @@
 A smoke proves many things (settings, units, weights, shard bytes, loss equivalence, every medium's gradient) and
 each proof is a long line with its figures. At an 80-column terminal ~30 such lines wrapped mid-word
 (``apply_\\nmodules``) bury the verdict. So a terminal gets the verdict, the losses, one short line per proof and
-where the report is (at most ``SUMMARY_LINES`` lines); the figures stay in MIGRATION.md and, where the output is
+where the report is (at most ``SUMMARY_LINES`` lines); the figures stay in REPORT.md and, where the output is
 not a terminal (a CI log, a pipe), are printed in full before the summary, unwrapped, so logs keep every figure
 on one searchable line.
 """
@@ -34,7 +34,7 @@ def headline(note: str) -> str:
 
 
 def verdict_line(result: SmokeResult) -> str:
-    """The verdict with the first and last loss (every loss is in MIGRATION.md and the details)."""
+    """The verdict with the first and last loss (every loss is in REPORT.md and the details)."""
     state = "PASS" if result.passed else "FAIL"
     done = f"{len(result.losses)}/{result.iterations_expected} iterations"
     if result.passed:
@@ -47,13 +47,13 @@ def summary_lines(result: SmokeResult, *, report: str = "", after_failure: str =
     """The end of a copy for a person, as printed at ``width`` columns: verdict, one short line per proof, warnings,
     where the report and log are; at most ``SUMMARY_LINES`` lines where the proofs fold into one paragraph.
 
-    ``report`` is MIGRATION.md's path as the user sees it ('' when it was not written); ``after_failure`` says
+    ``report`` is REPORT.md's path as the user sees it ('' when it was not written); ``after_failure`` says
     what a failed copy left behind and how to re-run or remove it.
     """
     proofs, others = [], []
     for note in result.notes:
         if note.startswith("memory, rank "):
-            continue  # the per-rank table is MIGRATION.md's
+            continue  # the per-rank table is REPORT.md's
         (proofs if note.startswith(("verified: ", "not verified: ")) else others).append(headline(note))
     if any(note.startswith("memory, rank ") for note in result.notes):
         others.append("memory: each rank's measurement beside the plan's, in the report")

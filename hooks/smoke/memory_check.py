@@ -5,7 +5,7 @@ the first forward saved for backward in each decoder layer and vision block (``h
 after each optimizer step, the peak device memory (``max_memory_allocated``; none on CPU). After the run they
 are set beside the plan's arithmetic (``hooks.model.memory``) for the same shrunk model and the smoke's
 settings: the activation estimate for the tokens and patches each layer really saw, with recompute as the
-YAML has it, and the predicted per-device total. The verdict does not depend on it; MIGRATION.md shows the
+YAML has it, and the predicted per-device total. The verdict does not depend on it; REPORT.md shows the
 table and the notes say how far off it was.
 """
 
@@ -164,7 +164,7 @@ def _off_note(name: str, predicted: int, saved: Any, recompute: bool) -> str:
 
 
 def memory_table(rows: list[dict[str, Any]]) -> str:
-    """The rows as MIGRATION.md's predicted-vs-measured table."""
+    """The rows as REPORT.md's predicted-vs-measured table."""
     if not rows:
         return ""
     lines = ["| rank | quantity | predicted (memory plan) | measured | |", "|---:|---|---:|---:|---|"]

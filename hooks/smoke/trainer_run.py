@@ -413,7 +413,7 @@ MEDIA_HINT = ("each medium's inputs must reach forward and its tower: compare th
 
 def measured_memory(result: SmokeResult, observed: Path, cfg: dict[str, Any], model_dir: Path, nproc: int) -> str:
     """Each rank's measured activations and peak memory beside the plan (``hooks.smoke.memory_check``): notes
-    for the verdict, the table for MIGRATION.md. Reported, never judged: a failure here is a note."""
+    for the verdict, the table for REPORT.md. Reported, never judged: a failure here is a note."""
     from hooks.smoke.memory_check import memory_notes, memory_rows, memory_table
 
     try:

@@ -37,7 +37,7 @@ class SmokeResult:
     ranks: int = 0  # how many ranks it launched
 
     def summary(self) -> str:
-        """One line a reviewer can read in MIGRATION.md or a CI log."""
+        """One line a reviewer can read in REPORT.md or a CI log."""
         state = "PASS" if self.passed else "FAIL"
         losses = ", ".join(f"{x:.4f}" for x in self.losses) or "none"
         return (
