@@ -240,3 +240,19 @@ def test_model_id_already_registered(tiny_models, tmp_path: Path) -> None:
     err = _bad_copy(dest, model_id="qwen3_vl_moe", model_path=tiny_models("qwen2_5_vl"))
     assert "model_id" in err and "already registered" in err and "qwen3vl/modeling.py" in err
 
+
+
+def test_the_evidence_renders_the_data_plugin_as_the_copy_does(tiny_models, tmp_path: Path) -> None:
+    """The copy-time evidence tries branch b's data plugin before copier renders anything, through
+    ``hooks.render.files.template_environment`` (made as copier makes its own, configured by the same function as
+    copier's extension): its files are byte for byte what the copy writes for the same answers."""
+    from hooks.render.files import render_data_plugin
+
+    dest = git_init(tmp_path / "copy")
+    done = copy(dest, model_id="tiny_vl", model_path=tiny_models("gemma3"), data_branch="b")
+    assert done.returncode == 0, done.stderr
+    answers = yaml.safe_load((dest / ".copier-answers/tiny_vl.yml").read_text())
+    package = render_data_plugin(tmp_path / "evidence", "tiny_vl", answers["model_facts"])
+    copied = dest / "mindspeed_mm/fsdp/models/tiny_vl"
+    for name in ("data_plugin_tiny_vl.py", "processor_media.py"):
+        assert (package / name).read_bytes() == (copied / name).read_bytes(), name

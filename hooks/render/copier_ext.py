@@ -43,7 +43,7 @@ from hooks.framework import checkout  # noqa: E402 - needs _TEMPLATE_ROOT on sys
 from hooks.lifetime import OWNER_ENV  # noqa: E402
 from hooks.model.facts import ModelFacts  # noqa: E402
 from hooks.model.processor_facts import ProcessorFacts  # noqa: E402
-from hooks.render.files import RENDER_FILTERS  # noqa: E402
+from hooks.render.files import configure_environment  # noqa: E402
 from hooks.render.session import EVIDENCE, cutoff_error, facts_of, memory_plan, probe_extras, run_probe  # noqa: E402
 from hooks.render.validators import (  # noqa: E402
     amount_error,
@@ -385,4 +385,5 @@ class MigrateExtension(Extension):
         super().__init__(environment)
         export(OWNER_ENV, str(os.getpid()))  # copier's process owns what the copy starts (hooks.lifetime)
         environment.globals.update(msmm_validate=validate, msmm_ask=ask, msmm_compute=compute)
-        environment.filters.update(msmm_number_type=number_type, **RENDER_FILTERS)
+        environment.filters.update(msmm_number_type=number_type)
+        configure_environment(environment)

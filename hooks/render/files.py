@@ -2,8 +2,9 @@
 
 copier renders the scaffold into the checkout. The data-parity check that picks the data branch
 runs *before* that, on the branch-b data plugin the copy would write, so this module renders those
-template files the way copier does (same loader root, same filters, same environment options) into
-a scratch folder. A tier-2 test checks that both renders are byte-identical.
+template files the way copier does (``template_environment``: same loader root, same environment options
+read from copier.yml, configured by the same function as copier's extension) into a scratch folder.
+``tests/test_render.py`` checks that both renders are byte-identical.
 """
 
 from __future__ import annotations
@@ -135,16 +136,35 @@ RENDER_FILTERS = {
 }
 
 
-def render_template_file(relpath: str, context: dict[str, Any]) -> str:
-    """One template file rendered as copier renders it (``copier.yml``'s ``_envops``: keep_trailing_newline; the
-    filters copier's extension registers). Not copier's own environment: building that here would load the extension
-    from a fresh clone of the template, which swaps the ``hooks`` package under the running probe."""
-    import jinja2
+def configure_environment(environment) -> None:  # noqa: ANN001 - a jinja2.Environment
+    """What this template adds to a Jinja environment: its filters. copier's environment gets them through the
+    extension (``MigrateExtension``), the copy-time evidence's through ``template_environment``: one function."""
+    environment.filters.update(RENDER_FILTERS)
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
-    env.filters.update(RENDER_FILTERS)
-    return env.get_template(relpath).render(**context)
+
+def template_environment():  # noqa: ANN201 - jinja2 is imported here, lazily
+    """A Jinja environment made as copier makes its own (``Worker.jinja_env``): sandboxed, its loader rooted at the
+    template, ``copier.yml``'s ``_envops``, configured by ``configure_environment``.
+
+    Not copier's object itself: building that inside the probe would load the extension from a fresh clone of the
+    template, which swaps the ``hooks`` package under the running process; and the probe's interpreter (the user's
+    training one) need not have copier. ``tests/test_render.py`` compares this render with the copy's, byte for byte.
+    """
+    import jinja2
+    import jinja2.sandbox
+    import yaml
+
+    envops = dict(yaml.safe_load((TEMPLATE_ROOT / "copier.yml").read_text(encoding="utf-8")).get("_envops") or {})
+    if envops.get("undefined") in ("jinja2.Undefined", "jinja2.StrictUndefined"):  # copier's two accepted values
+        envops["undefined"] = getattr(jinja2, envops["undefined"].split(".")[1])
+    environment = jinja2.sandbox.SandboxedEnvironment(loader=jinja2.FileSystemLoader(str(TEMPLATE_ROOT)), **envops)
+    configure_environment(environment)
+    return environment
+
+
+def render_template_file(relpath: str, context: dict[str, Any]) -> str:
+    """One template file rendered as copier renders it, through ``template_environment``."""
+    return template_environment().get_template(relpath).render(**context)
 
 
 def render_data_plugin(dest: Path, model_id: str, model_facts: dict[str, Any]) -> Path:
