@@ -76,3 +76,28 @@ def test_the_training_yaml_is_read_wherever_the_framework_puts_a_key() -> None:
     for view in (newer, older):
         assert (view.fsdp_units, view.recomputed, view.loss_type) == (["a"], ["b"], "per_sample_loss")
     assert newer.param_dtype == "bf16" and older.param_dtype == "fp32" and TrainingYaml.of(None).recomputed == []
+
+
+def test_nested_formats_read_typed_and_the_file_keeps_its_mappings() -> None:
+    """The chat, media, audio and sample formats inside ``ProcessorFacts`` read as ``ChatSlots``, ``MediaFacts``,
+    ``AudioFacts`` and ``SampleForm``; the answers file keeps the mappings (the generated data code embeds them)."""
+    from hooks.data.chat_format import ChatFormat
+    from hooks.model.processor_facts import AudioFacts, ChatSlots, MediaFacts, SampleForm
+
+    chat = ChatFormat(user_pre="<u>", end_of_turn="<e>", image_item="<image>", problems=[]).to_dict()
+    media = {"item_prefix": "<bos>", "token_types": {"7": 1}, "video_item": None, "batch_keys": ["pixel_values"]}
+    audio = AudioFacts("WhisperFeatureExtractor", "feature_extractor", 16000, "audio", "<|AUDIO|>",
+                       ["input_features"], ["input_features"], 40).to_dict()
+    sample = {"kind": "recipe", "per_sample": ["images"], "sentinels": [-200], "builder": "b.py:build"}
+    data = {"class": "P", "image_token": "<image>", "output_keys": ["input_ids"],
+            "data_format": {"chat": chat, "media": media}, "audio": audio, "sample_format": sample}
+    proc = ProcessorFacts.from_dict(data)
+    assert proc.to_dict() == data  # the file's bytes do not move
+    assert isinstance(proc.chat_format, ChatSlots) and proc.chat_format.end_of_turn == "<e>"
+    assert ChatSlots.from_dict(chat).to_dict() == chat and "audio_item" not in chat  # image models' facts as before
+    assert proc.media_format == MediaFacts("<bos>", {"7": 1}, None, ["pixel_values"])
+    assert proc.audio_facts.sampling_rate == 16000 and proc.audio_facts.to_dict() == audio
+    assert proc.form == SampleForm(kind="recipe", builder="b.py:build", per_sample=["images"])  # others: the code's
+    none = ProcessorFacts.from_dict({"class": "P", "data_format": None})
+    assert none.chat_format is None and none.media_format is None and none.audio_facts is None
+    assert none.form.kind == "" and none.form.builder is None

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hooks.data import parity
+from hooks.data.batch_spec import BatchSpec
 from hooks.data.candidates import Candidate, candidates, recommend
 from hooks.data.parity import ParityResult
 from hooks.model.facts import ModelFacts
@@ -187,19 +188,19 @@ def test_parity_key_follows_the_inputs_but_not_the_weights(checkout_and_model: t
     plugin = tmp_path / "data_plugin_x.py"
     plugin.write_text("SLOT = 1\n")
     config = {"data": {"dataset_param": {"basic_parameters": {"template": "qwen2vl", "dataset": "a.json"}}}}
-    key = parity.parity_key(dest, model, config, [plugin], {}, "python3")
+    key = parity.parity_key(dest, model, config, [plugin], BatchSpec(), "python3")
     (model / "model.safetensors").write_bytes(b"other weights")
-    assert parity.parity_key(dest, model, config, [plugin], {}, "python3") == key
+    assert parity.parity_key(dest, model, config, [plugin], BatchSpec(), "python3") == key
     moved = {"data": {"dataset_param": {"basic_parameters": {"template": "qwen2vl", "dataset": "b.json"}}}}
-    assert parity.parity_key(dest, model, moved, [plugin], {}, "python3") == key  # the samples replace the data
+    assert parity.parity_key(dest, model, moved, [plugin], BatchSpec(), "python3") == key  # samples replace data
     other = {"data": {"dataset_param": {"basic_parameters": {"template": "glm4.1v"}}}}
-    assert parity.parity_key(dest, model, other, [plugin], {}, "python3") != key
-    assert parity.parity_key(dest, model, config, [plugin], {}, "/other/python") != key
+    assert parity.parity_key(dest, model, other, [plugin], BatchSpec(), "python3") != key
+    assert parity.parity_key(dest, model, config, [plugin], BatchSpec(), "/other/python") != key
     plugin.write_text("SLOT = 2\n")
-    assert parity.parity_key(dest, model, config, [plugin], {}, "python3") != key
+    assert parity.parity_key(dest, model, config, [plugin], BatchSpec(), "python3") != key
     (dest / "mindspeed_mm" / "fsdp" / "data" / "template.py").write_text("A = 22\n")
-    assert parity.parity_key(dest, model, config, [], {}, "python3") != parity.parity_key(
-        dest, model, config, [plugin], {}, "python3")
+    assert parity.parity_key(dest, model, config, [], BatchSpec(), "python3") != parity.parity_key(
+        dest, model, config, [plugin], BatchSpec(), "python3")
 
 
 def test_only_verdicts_are_stored_and_only_for_the_same_packages(checkout_and_model: tuple[Path, Path],

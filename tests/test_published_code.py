@@ -208,7 +208,7 @@ def test_custom_model_is_probed_through_the_class_architectures_names(tiny_model
     assert facts.custom_model and facts.remote_code and facts.architecture == "RemoteTilesForCausalLM"
     from hooks.data.candidates import recommend
 
-    assert facts.processor.form["kind"] == "code" and recommend(facts, None).branch == "c"
+    assert facts.processor.form.kind == "code" and recommend(facts, None).branch == "c"
 
 
 def test_custom_model_needs_consent_and_a_class_in_the_folder(tiny_models, tmp_path: Path) -> None:

@@ -14,32 +14,14 @@ templates and the checks never guess them.
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hooks.model.facts import ModelFacts
 from hooks.model.modality import input_medium
+from hooks.model.processor_facts import AudioFacts
 
 EXTRACTOR_ATTRIBUTES = ("feature_extractor", "audio_processor")
 AUDIO_KWARGS = ("audio", "audios")
-
-
-@dataclass
-class AudioFacts:
-    """How the model's processor takes audio (frozen in ``ModelFacts.processor["audio"]``)."""
-
-    extractor: str  # the feature extractor's class (WhisperFeatureExtractor, Gemma3nAudioFeatureExtractor, ...)
-    attribute: str  # the processor attribute that holds it: feature_extractor or audio_processor
-    sampling_rate: int  # what the extractor expects: the YAML's audio_sampling_rate, the loader's target rate
-    kwarg: str  # the keyword the processor's __call__ takes clips by
-    token: str | None  # the processor's audio token (what it expands per clip), None when it has none
-    output_keys: list[str] = field(default_factory=list)  # what the processor returns for one clip and a text
-    batch_keys: list[str] = field(default_factory=list)  # of those, the audio inputs forward takes
-    one_audio_tokens: int = 0  # tokens of one demo clip (1.5 s) and a short turn: sizes cutoff_len with images
-    problems: list[str] = field(default_factory=list)  # why the data path cannot hand this model audio
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def extractor_of(processor: Any) -> tuple[str, Any] | tuple[None, None]:
@@ -130,7 +112,7 @@ def media_taken(facts: ModelFacts, branch: str = "") -> list[str]:
     taken = facts.processor.taken_media()
     if branch != "c":
         return taken
-    return list(facts.processor.form.get("media") or [m for m in taken if m != "audio"] or ["image"])
+    return list(facts.processor.form.media or [m for m in taken if m != "audio"] or ["image"])
 
 
 def untaken_media_error(records: list[dict[str, Any]], facts: ModelFacts, field: str = "data_json",
@@ -155,7 +137,7 @@ def untaken_media_error(records: list[dict[str, Any]], facts: ModelFacts, field:
                 what, part = (("audio clips or <audio>", "feature extractor") if medium == "audio" else
                               ("images or <image>", "image processor"))
                 if medium in media_taken(facts):  # the processor takes it, branch c's convention does not
-                    why = (f"branch c's {facts.processor.form.get('kind')!r} convention hands the processor no "
+                    why = (f"branch c's {facts.processor.form.kind!r} convention hands the processor no "
                            f"{medium}")
                 else:
                     why = f"{facts.architecture or 'the model'} takes no {medium} (its processor has no {part})"

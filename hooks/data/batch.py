@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import IGNORE_INDEX, MODEL_CODE_KINDS, first_difference, value_difference
+from hooks.data.batch_spec import BatchSpec
 from hooks.data.framework_batches import (
     environment_cause,
     framework_import_error,
@@ -185,43 +186,38 @@ def _processor_choice(model_dir: Path, trust: bool, processor: Any, use_fast: bo
             f"preprocess_parameters say); the model's default is {default}: pixel values may differ slightly from it")
 
 
-def batch_parity(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """Run both sides on the samples and judge; the payload the caller turns into a ParityResult.
-
-    ``spec``: ``forward_keys`` (what forward names), ``forward_kwargs`` (it also takes **kwargs),
-    ``end_of_turn`` and ``string_roles`` (from the chat format), ``trust_remote_code``.
-    """
+def batch_parity(config: dict[str, Any], model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
+    """Run both sides on the samples and judge; the payload the caller turns into a ParityResult."""
     from transformers import AutoProcessor
 
     from hooks.data.media import own_inputs
 
-    trust = bool(spec.get("trust_remote_code"))
-    forward_keys = set(spec.get("forward_keys", []))
+    trust = spec.trust_remote_code
+    forward_keys = set(spec.forward_keys)
     refused = framework_import_error()
     if refused:
         return {"verdict": "error", "environment": refused, "details": [f"could not evaluate: {refused}"]}
-    media = spec.get("media") or ["image"]
-    rate = int((spec.get("sample_format") or {}).get("sampling_rate") or 16000)
+    media = spec.media or ["image"]
+    rate = int(spec.sample_format.get("sampling_rate") or 16000)
     with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
         work = Path(tmp)
-        video = bool(spec.get("video"))
+        video = spec.video
         files = write_samples(work, video, media)
-        batches = (plugin_batches(config, files, work) if spec.get("branch") == "c" else
+        batches = (plugin_batches(config, files, work) if spec.branch == "c" else
                    mindspeed_batches(config, files, work, meta_model(model_dir, trust)))
-        kind = (spec.get("sample_format") or {}).get("kind")
-        if kind in MODEL_CODE_KINDS:  # no processor: the model's own chat() or sample method
+        if spec.kind in MODEL_CODE_KINDS:  # no processor: the model's own chat() or sample method
             return _code_check(batches, work, model_dir, spec)
         use_fast = bool((config["data"]["dataset_param"].get("preprocess_parameters") or {}).get("use_fast_tokenizer",
                                                                                                  True))
         processor = AutoProcessor.from_pretrained(str(model_dir), local_files_only=True, trust_remote_code=trust,
-                                                  **own_load(spec.get("sample_format") or {}, use_fast))
+                                                  **own_load(spec.sample_format, use_fast))
         verdict, findings, names = "match", [_processor_choice(model_dir, trust, processor, use_fast)], []
         for index, (name, _, turns) in enumerate(cases(media)):
             names.append(name)
             ours = batches[index][1]
             try:
-                own = own_inputs(processor, [own_conversation(index, work, media, rate)], spec.get("string_roles", []),
-                                 spec.get("sample_format"))
+                own = own_inputs(processor, [own_conversation(index, work, media, rate)], spec.string_roles,
+                                 spec.sample_format)
             except Exception as err:  # noqa: BLE001 - the model's own processor cannot take this sample either
                 if isinstance(ours, Exception):
                     findings.append(f"{name}: not compared: the model's own processor fails on it too "
@@ -232,8 +228,8 @@ def batch_parity(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) 
                 payload = _could_not(name, ours)
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             answers = [text for role, text, *_ in turns if role == "assistant"]
-            verdict, notes = compare_sample(name, ours, own, processor.tokenizer, answers, spec.get("end_of_turn", ""),
-                                            forward_keys, bool(spec.get("forward_kwargs")))
+            verdict, notes = compare_sample(name, ours, own, processor.tokenizer, answers, spec.end_of_turn,
+                                            forward_keys, spec.forward_kwargs)
             findings += notes
             if verdict != "match":
                 break
@@ -242,14 +238,14 @@ def batch_parity(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) 
             own = own_inputs(processor, [[{"role": "user", "content": [
                 {"type": "video", "video": video_clip(config, work / "clip.mp4")},
                 {"type": "text", "text": VIDEO[2][0][1]}]}, {"role": "assistant", "content": [
-                    {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.get("string_roles", []),
-                spec.get("sample_format"))
+                    {"type": "text", "text": VIDEO[2][1][1]}]}]], spec.string_roles,
+                spec.sample_format)
             ours = batches[-2][1]
             if isinstance(ours, Exception):
                 payload = _could_not("video", ours)
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             verdict, notes = compare_sample("video", ours, own, processor.tokenizer, [VIDEO[2][1][1]],
-                                            spec.get("end_of_turn", ""), forward_keys, bool(spec.get("forward_kwargs")))
+                                            spec.end_of_turn, forward_keys, spec.forward_kwargs)
             findings += notes
         if verdict == "match":
             names.append("text only")
@@ -258,7 +254,7 @@ def batch_parity(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) 
                 payload = _could_not("text only", batch)
                 return {**payload, "details": [*findings, *payload["details"]], "samples": names}
             verdict, notes = text_only_check(batch, length, "pixel_values" in forward_keys,
-                                             list((spec.get("sample_format") or {}).get("audio_keys") or []))
+                                             list(spec.sample_format.get("audio_keys") or []))
             findings += notes
     return {"verdict": verdict, "details": by_sample(findings), "samples": names}
 
@@ -289,7 +285,7 @@ def by_sample(findings: list[str]) -> list[str]:
     return [f"{', '.join(dict.fromkeys(names))}: {note}" if names else note for note, names in groups.items()]
 
 
-def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
     """Branch c without a processor class: against the model's own ``chat()`` (``hooks.data.model_code``), or its
     own sample method as the model card calls it (``hooks.data.model_method``)."""
     from hooks.data.model_code import check_code
@@ -303,15 +299,15 @@ def _code_check(batches: list[tuple[int, Any]], work: Path, model_dir: Path, spe
         user, answer = turns[0], turns[1][1] if len(turns) == 2 else None
         samples.append((name, pictures, "<image>" * len(user[2]) + user[1], answer))
     samples.append(("text only", [], "Say hi.", "Hi."))
-    if spec["sample_format"]["kind"] == "method":
+    if spec.kind == "method":
         return check_method(batches, samples, model_dir, spec)
-    if spec["sample_format"]["kind"] == "recipe":
+    if spec.kind == "recipe":
         from hooks.data.model_recipe import check_recipe
 
         return check_recipe(batches, samples, model_dir, spec)
-    if spec["sample_format"]["kind"] == "context":
+    if spec.kind == "context":
         return check_context(batches, samples, model_dir, spec)
-    return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.get("model_id")))
+    return check_code(batches, samples, model_dir, spec, model_register._registry.get(spec.model_id))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         payload = batch_parity(yaml.safe_load(args.config.read_text()), args.model_dir,
-                               json.loads(args.spec.read_text()))
+                               BatchSpec.from_dict(json.loads(args.spec.read_text())))
     except Exception as err:  # noqa: BLE001 - the check could not run: an error verdict with its cause
         payload = {"verdict": "error", "details": [f"could not evaluate: {type(err).__name__}: {err}"],
                    "environment": environment_cause(err),

@@ -28,19 +28,20 @@ def _unique(keys: list[str]) -> list[str]:
 def batch_keys(facts: ModelFacts, data_branch: str, collator_id: str) -> list[str]:
     """The keys of a batch the copy's data path builds, in the order the report lists them."""
     proc = facts.processor
-    media, sample, audio = proc.media_format, proc.form or {"kind": "chat"}, proc.audio_facts
+    media, kind, audio = proc.media_format, proc.form.kind or "chat", proc.audio_facts
+    audio_keys = audio.batch_keys if audio else []
     if data_branch == "b" and media:
-        return TEXT_KEYS + list(media["batch_keys"])
-    if data_branch == "c" and sample.get("kind") == "code":
-        return [*TEXT_KEYS, "pixel_values", *sample["tile_flags"]]
-    if data_branch == "c" and sample.get("kind") == "context":
+        return TEXT_KEYS + list(media.batch_keys)
+    if data_branch == "c" and kind == "code":
+        return [*TEXT_KEYS, "pixel_values", *proc.form.tile_flags]
+    if data_branch == "c" and kind == "context":
         return list(TEXT_KEYS)
-    if data_branch == "c" and sample.get("kind") in ("method", "recipe"):
-        return TEXT_KEYS + list(sample["per_sample"])
+    if data_branch == "c" and kind in ("method", "recipe"):
+        return TEXT_KEYS + list(proc.form.per_sample)
     if data_branch == "c" and proc.output_keys:
         taken = set(facts.forward_params) | {"labels"}
-        return [k for k in _unique(proc.output_keys + audio.get("batch_keys", []) + ["labels"]) if k in taken]
+        return [k for k in _unique(proc.output_keys + audio_keys + ["labels"]) if k in taken]
     if collator_id not in COLLATOR_BATCH_KEYS:
         return []  # a collator the checkout registers but this table does not know: the report says so
     keys = list(COLLATOR_BATCH_KEYS[collator_id])
-    return _unique(keys + audio.get("batch_keys", [])) if audio else keys
+    return _unique(keys + audio_keys) if audio else keys

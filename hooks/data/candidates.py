@@ -55,7 +55,7 @@ def candidates(facts: ModelFacts, model_id: str) -> list[Candidate]:
     """In-repo templates for the family first, then the derived one (when the chat format is slots)."""
     found = [Candidate("a", template, collator) for template, collator in FAMILY_TEMPLATES.get(facts.model_type, [])]
     chat, proc = facts.processor.chat_format, facts.processor
-    if chat and not chat.get("problems") and (proc.media_format or not chat.get("image_item")) and not (
+    if chat and chat.expressible and (proc.media_format or not chat.image_item) and not (
             audio_unexpressible(facts)):
         found.append(Candidate("b", model_id, "qwen3vl"))
     return found
@@ -68,9 +68,9 @@ def audio_unexpressible(facts: ModelFacts) -> str:
     if "audio" not in (facts.processor.media or []):
         return ""
     chat = facts.processor.chat_format
-    if chat.get("audio_item"):
+    if chat and chat.audio_item:
         return ""
-    note = next((n for n in chat.get("notes", []) if "audio" in n), "")
+    note = next((n for n in (chat.notes if chat else []) if "audio" in n), "")
     return note or "the chat template writes no item for an audio clip"
 
 
@@ -185,7 +185,7 @@ def unbuildable(facts: ModelFacts) -> str:
     proc = facts.processor
     if proc.unevaluated:  # its call raised: how it makes a sample is unknown, so no plugin can rely on it
         return f"could not evaluate the model's processor on one image and a text ({(proc.error or '')[:300]})"
-    if not proc.missing or proc.form.get("kind") in MODEL_CODE_KINDS:
+    if not proc.missing or proc.form.kind in MODEL_CODE_KINDS:
         return ""
     return "; ".join(proc.problems or []) or proc.error or "the model has no processor class"
 
@@ -202,16 +202,16 @@ def _why_not_slots(facts: ModelFacts) -> str:
         return f"nothing in the model's release builds a training sample here: {why}"
     proc = facts.processor
     form = proc.form
-    if proc.data_format is None and form.get("template_on") or form.get("image_mark"):  # Phi-3-vision
-        where = ("the tokenizer's chat template (the processor has none)" if form.get("template_on")
+    if proc.data_format is None and form.template_on or form.image_mark:  # Phi-3-vision
+        where = ("the tokenizer's chat template (the processor has none)" if form.template_on
                  else "the chat template")
-        mark = (f", images written into string content as the processor's {form['image_mark'].format(n=1)!r} marks"
-                if form.get("image_mark") else "")
+        mark = (f", images written into string content as the processor's {form.image_mark.format(n=1)!r} marks"
+                if form.image_mark else "")
         return f"{where} is read as the model card calls it{mark}, which MindSpeed-MM's templates do not write"
     if proc.entry_method:  # Molmo
         return (f"the processor's entry is its own {proc.entry_method}() method, which writes the prompt itself (no "
                 "chat template MindSpeed-MM's templates could follow)")
     if proc.data_format is None:
         return proc.error or "the model has no chat template"
-    return ("; ".join(proc.chat_format.get("problems") or []) or audio_unexpressible(facts)
+    return ("; ".join(proc.chat_format.problems if proc.chat_format else []) or audio_unexpressible(facts)
             or "its chat format is not slots")

@@ -39,8 +39,10 @@ Rules, each with its reason:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from hooks.model.processor_facts import ChatSlots
 
 U1, A1, U2, A2, SYS = "Quixotic-user-1", "Zephyr-answer-1", "Quixotic-user-2", "Zephyr-answer-2", "Jovial-system"
 
@@ -49,41 +51,9 @@ Render = Callable[[list[Message], bool], str]  # (messages, add_generation_promp
 
 
 @dataclass
-class ChatFormat:
-    """The model's chat format as MindSpeed-MM template slots, or the reasons it is not expressible."""
-
-    prefix: str = ""
-    bos_from_tokenizer: bool = False
-    system_pre: str = ""
-    system_post: str = ""
-    system_in_first_user: str | None = None  # separator after the system prompt inside the first user turn
-    default_system: str = ""
-    user_pre: str = ""
-    user_post: str = ""
-    assistant_pre: str = ""  # whitespace before an answer that the model itself generates (llava's " ")
-    assistant_post: str = ""
-    end_of_turn: str = ""  # the special tokens that close an answer
-    stop_word: str = ""  # the first of them: where generation stops
-    text_lead: str = ""
-    no_lead_after: list[str] = field(default_factory=list)  # media kinds a user turn may start with, lead-free
-    image_item: str | None = None
-    video_item: str | None = None
-    audio_item: str | None = None
-    history_lead: str = ""  # fixed text before past answers only (kept in the prompt side)
-    whole_text: bool = False  # the tokenizer merges text across slot boundaries: tokenize a conversation at once
-    string_roles: list[str] = field(default_factory=list)  # roles whose content the template wants as a string
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def expressible(self) -> bool:
-        return not self.problems
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        if data["audio_item"] is None:  # image models' frozen facts stay as they were before audio
-            del data["audio_item"]
-        return data
+class ChatFormat(ChatSlots):
+    """The model's chat format as MindSpeed-MM template slots (``ChatSlots``: the fields, as the facts freeze them),
+    with the rendering the text comparison and the derived template use."""
 
     # --- rendering with the slots (the derived side of the text comparison) ----------------------
 

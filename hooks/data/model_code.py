@@ -33,6 +33,7 @@ from types import ModuleType
 from typing import Any
 
 from hooks.data import IGNORE_INDEX, first_difference, value_difference
+from hooks.data.batch_spec import BatchSpec
 
 IMAGE_FUNCTION, CONVERSATION_FUNCTION = "load_image", "get_conv_template"
 PASSED_THROUGH = ("input_ids", "attention_mask", "pixel_values", "labels", "position_ids")
@@ -302,7 +303,7 @@ def _trains_answer(trained: list[int], tokenizer: Any, call: ChatCall, answer: s
 
 
 def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str]], model_dir: Path,
-               spec: dict[str, Any], model_class: type | None) -> dict[str, Any]:
+               spec: BatchSpec, model_class: type | None) -> dict[str, Any]:
     """Compare the dataset plugin's batches with the model's own ``chat()`` on the same image and question.
 
     ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch.
@@ -318,12 +319,12 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
     from hooks.model.build import build_structure
     from hooks.model.loading import load_config_and_class
 
-    trust = bool(spec.get("trust_remote_code"))
+    trust = spec.trust_remote_code
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     model, _, _ = build_structure(cls, config, model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)
-    load_image, get_conv = data_functions(cls, model_dir, spec["sample_format"].get("builder", ""))
-    eot = code_end_of_turn(get_conv, spec["sample_format"])
+    load_image, get_conv = data_functions(cls, model_dir, spec.sample_format.get("builder", ""))
+    eot = code_end_of_turn(get_conv, spec.sample_format)
     details, names, call = [], [], None
     for (name, images, question, answer), (length, ours) in zip(samples, batches, strict=True):
         names.append(name)
@@ -331,7 +332,7 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
             return {"verdict": "mismatch", "details": [*details, f"{name}: the dataset plugin fails on it "
                                                                  f"({type(ours).__name__}: {ours})"], "samples": names}
         if not images:  # text only: stand-in tiles, flagged 0, no tokens
-            flags = [ours[k] for k in spec["sample_format"]["tile_flags"]]
+            flags = [ours[k] for k in spec.sample_format["tile_flags"]]
             if ours["input_ids"].shape[1] != length or "pixel_values" not in ours or any(bool(f.any()) for f in flags):
                 return {"verdict": "mismatch", "details": [*details, f"{name}: the batch lacks stand-in tiles flagged "
                                                                      "0 (a rank without images would hang the others)"],
@@ -341,7 +342,7 @@ def check_code(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Pat
         if len(images) != 1 or answer is None:
             details.append(f"{name}: built; not compared (the model's own chat() takes one image and one question)")
             continue
-        file_image = spec["sample_format"].get("image_file")  # the card's recipe: load_image('./image1.jpg')
+        file_image = spec.sample_format.get("image_file")  # the card's recipe: load_image('./image1.jpg')
         pixels = load_image(str(images[0]) if file_image else Image.open(images[0]).convert("RGB"))
         call = capture_chat(model, tokenizer, pixels, question)
         ids, labels = ours["input_ids"][0].tolist(), ours["labels"][0].tolist()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import IGNORE_INDEX, first_difference
+from hooks.data.batch_spec import BatchSpec
 from hooks.data.model_code import code_modules, find_function, recording
 
 CONTEXT_FUNCTION, LIST_FORMAT = "make_context", "from_list_format"
@@ -106,7 +107,7 @@ def context_facts(cls: type, model: Any, model_dir: Path, trust_remote_code: boo
 
 
 def check_context(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str | None]],
-                  model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+                  model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
     """Compare the dataset plugin's batches with the model's own ``chat()`` on the same image file and question.
 
     ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch.
@@ -118,8 +119,8 @@ def check_context(batches: list[tuple[int, Any]], samples: list[tuple[str, list[
     from hooks.model.build import build_structure
     from hooks.model.loading import load_config_and_class
 
-    fmt = spec["sample_format"]
-    trust = bool(spec.get("trust_remote_code"))
+    fmt = spec.sample_format
+    trust = spec.trust_remote_code
     config, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     model = with_generation_config(build_structure(cls, config, model_dir)[0], model_dir)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)

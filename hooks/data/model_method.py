@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import IGNORE_INDEX, first_difference, per_sample_problem, value_difference
+from hooks.data.batch_spec import BatchSpec
 
 # (role key, text key, names of the system, user and assistant roles), in the order they are tried
 CONVERSATION_FORMS = (("from", "value", ("system", "human", "gpt")),
@@ -97,7 +98,7 @@ def method_facts(cls: type, model: Any, model_dir: Path, forward_params: list[st
 
 
 def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str | None]],
-                 model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+                 model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
     """Compare the dataset plugin's batches with the model's method as its model card calls it.
 
     ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch.
@@ -111,8 +112,8 @@ def check_method(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
-    fmt = spec["sample_format"]
-    trust = bool(spec.get("trust_remote_code"))
+    fmt = spec.sample_format
+    trust = spec.trust_remote_code
     _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     method = getattr(dataset_runtime().weightless(cls, str(model_dir)), fmt["method"])
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir), trust_remote_code=trust)

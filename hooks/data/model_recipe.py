@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.data import IGNORE_INDEX, first_difference, per_sample_problem, value_difference
+from hooks.data.batch_spec import BatchSpec
 from hooks.data.model_card import CARD
 
 PROBE_TURN, PROBE_ANSWER = "<image>\nDescribe it.", "Yes."
@@ -201,7 +202,7 @@ def _media_problem(name: str, ours: Any, fmt: dict[str, Any]) -> str:
 
 
 def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[Path], str, str | None]],
-                 model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+                 model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
     """Compare the dataset plugin's batches with the model card's recipe run on each one-image sample.
 
     ``samples``: (name, image files, the user's first turn as the record writes it, its answer) per batch. A
@@ -215,8 +216,8 @@ def check_recipe(batches: list[tuple[int, Any]], samples: list[tuple[str, list[P
     from hooks.data.records import dataset_runtime
     from hooks.model.loading import load_config_and_class
 
-    fmt = spec["sample_format"]
-    trust = bool(spec.get("trust_remote_code"))
+    fmt = spec.sample_format
+    trust = spec.trust_remote_code
     _, cls, _ = load_config_and_class(model_dir, trust_remote_code=trust)
     data = dataset_runtime()
     if fmt.get("processor_method"):  # the release's own processor call, with the model's batch generation

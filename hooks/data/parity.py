@@ -32,13 +32,15 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks, scaffold
 from hooks.data import MODEL_CODE_KINDS
+from hooks.data.batch_spec import BatchSpec
 from hooks.model.facts import ModelFacts
+from hooks.model.processor_facts import ChatSlots
 from hooks.model.shrink import is_weight_file
 
 ENV_PACKAGES = ("transformers", "tokenizers", "torch")  # what a verdict depends on besides the files
@@ -85,16 +87,16 @@ class ParityResult:
         return "; ".join(["ids, label mask and media inputs equal on every sample", *caveats])
 
 
-def spec_for(facts: ModelFacts, trust_remote_code: bool) -> dict[str, Any]:
-    """What the batch check needs to know of the model (from the frozen facts), as the JSON its worker reads."""
-    chat, form = facts.processor.chat_format, facts.processor.form
-    return {"forward_keys": facts.forward_params, "forward_kwargs": facts.forward_accepts_kwargs,
-            # An answer is closed by the end-of-turn tokens, or by the template's own closing text without them
-            # (a template that reads string content only: the end of turn the sample format read off it).
-            "end_of_turn": chat.get("end_of_turn") or chat.get("assistant_post", "").strip()
-            or form.get("end_of_turn", ""), "sample_format": form,
-            "string_roles": chat.get("string_roles", []), "trust_remote_code": trust_remote_code,
-            "media": facts.processor.taken_media(), "video": bool(facts.processor.media_format.get("video_item"))}
+def spec_for(facts: ModelFacts, trust_remote_code: bool) -> BatchSpec:
+    """What the batch check needs to know of the model, from the frozen facts (its worker reads it as JSON)."""
+    chat, form, media = facts.processor.chat_format or ChatSlots(), facts.processor.form, facts.processor.media_format
+    return BatchSpec(forward_keys=facts.forward_params, forward_kwargs=facts.forward_accepts_kwargs,
+                     # An answer is closed by the end-of-turn tokens, or by the template's own closing text without
+                     # them (a template that reads string content only: the end of turn the sample format read off it).
+                     end_of_turn=chat.end_of_turn or chat.assistant_post.strip() or form.end_of_turn,
+                     sample_format=dict(facts.processor.sample_format or {}), string_roles=chat.string_roles,
+                     trust_remote_code=trust_remote_code, media=facts.processor.taken_media(),
+                     video=bool(media and media.video_item))
 
 
 # --- configurations to check -------------------------------------------------------------------------
@@ -131,7 +133,7 @@ def _check_env(dest: Path, mindspeed_home: Path | None, scratch: Path | None) ->
     return env
 
 
-def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[str, Any], *, python: str,
+def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: BatchSpec, *, python: str,
               mindspeed_home: Path | None, scratch: Path | None = None, timeout_s: float = 900) -> ParityResult:
     """``python -m hooks.data.batch`` in the framework's environment (niced; gone when its caller is)."""
     import yaml
@@ -141,7 +143,7 @@ def run_check(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[st
     with tempfile.TemporaryDirectory(prefix="msmm-parity-run-") as tmp:
         paths = {name: Path(tmp) / name for name in ("config.yaml", "spec.json", "out.json")}
         paths["config.yaml"].write_text(yaml.safe_dump(config), encoding="utf-8")
-        paths["spec.json"].write_text(json.dumps(spec), encoding="utf-8")
+        paths["spec.json"].write_text(json.dumps(spec.to_dict()), encoding="utf-8")
         cmd = [python, "-m", "hooks.data.batch", "--config", str(paths["config.yaml"]), "--model-dir",
                str(model_dir), "--spec", str(paths["spec.json"]), "--out", str(paths["out.json"])]
 
@@ -167,7 +169,7 @@ def result_from_payload(payload: dict[str, Any]) -> ParityResult:
                         samples=list(payload.get("samples", [])))
 
 
-def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], spec: dict[str, Any], *,
+def check_in_this_process(dest: Path, model_dir: Path, config: dict[str, Any], spec: BatchSpec, *,
                           mindspeed_home: Path | None, scratch: Path | None) -> ParityResult:
     """``run_check`` without a new interpreter; it takes this process over (only a fork about to exit may)."""
     try:
@@ -209,14 +211,15 @@ def _stamp(path: Path) -> str:
 
 
 def parity_key(dest: Path, model_dir: Path, config: dict[str, Any], plugin_files: list[Path],
-               spec: dict[str, Any], python: str) -> str:
+               spec: BatchSpec, python: str) -> str:
     """Everything a verdict depends on in files and settings (weights excluded: the check never reads them)."""
     dest, model_dir = Path(dest).resolve(), Path(model_dir).resolve()
     data = json.loads(json.dumps(config.get("data", {})))
     basic = data.get("dataset_param", {}).get("basic_parameters", {})
     for key in ("dataset", "dataset_dir", "cache_dir", "preprocessing_num_workers", "max_samples"):
         basic.pop(key, None)
-    parts = [json.dumps(data, sort_keys=True), json.dumps(spec, sort_keys=True), python, str(dest), str(model_dir)]
+    parts = [json.dumps(data, sort_keys=True), json.dumps(spec.to_dict(), sort_keys=True), python, str(dest),
+             str(model_dir)]
     parts += [hashlib.sha256(p.read_bytes()).hexdigest() for p in (*CHECK_CODE, *plugin_files)]
     model_files = sorted(p for p in model_dir.iterdir() if p.is_file() and not is_weight_file(p.name))
     parts += [_stamp(p) for p in (*model_files, *sorted((dest / "mindspeed_mm" / "fsdp" / "data").rglob("*.py")))]
@@ -270,8 +273,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
         return None, why
     branch = answers.get("data_branch")
     facts = ModelFacts.from_dict(answers["model_facts"])
-    sample_format = facts.processor.form
-    sample_kind = sample_format.get("kind")
+    sample_format = dict(facts.processor.sample_format or {})
+    sample_kind = facts.processor.form.kind
     model_code = sample_kind in MODEL_CODE_KINDS
     if branch == "c" and sample_kind not in ("chat", "template") and not model_code:
         return None, (f"branch c with the processor's {sample_kind or 'own'} convention: the processor itself writes "
@@ -283,8 +286,8 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
                                     branch == "b" or model_code]
     spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
-        spec["video"] = False  # branch c's records carry images (the field mapping has no video yet)
-        spec.update(branch=branch, model_id=model_id, sample_format=sample_format)
+        # branch c's records carry images (the field mapping has no video yet)
+        spec = replace(spec, video=False, branch=branch, model_id=model_id, sample_format=sample_format)
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, model_code=model_code), spec, python)

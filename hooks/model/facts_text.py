@@ -14,7 +14,7 @@ def _processor_line(proc: ProcessorFacts) -> str:
     if not proc.loaded:
         return f"not loaded ({proc.error or 'skipped'})"
     chat = proc.chat_format
-    form = ("chat format: " + ("slots" if not chat.get("problems") else "not slots")) if chat else "no chat template"
+    form = ("chat format: " + ("slots" if chat.expressible else "not slots")) if chat else "no chat template"
     return f"{proc.class_name}, image token {proc.image_token!r}, outputs {proc.output_keys}, {form}"
 
 

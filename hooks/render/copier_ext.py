@@ -352,7 +352,7 @@ def ask(context: Context, question: str) -> bool:
         return a.facts.remote_code if a.facts else has_auto_map(a.model_path)
     if question == "sample_builder":  # the release's chat() takes tiles nothing in the folder makes
         if a.facts:
-            return "builder" in a.facts.processor.form
+            return a.facts.processor.form.builder is not None
         return needs_builder(a.model_path, a.python, a.trust_remote_code)
     raise KeyError(question)
 

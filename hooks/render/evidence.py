@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hooks.data.batch_spec import BatchSpec
 from hooks.data.candidates import Candidate, CandidateVerdict, DataEvidence, candidates, recommend
 from hooks.data.parity import (
     ParityResult,
@@ -82,7 +83,7 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
                                                                    r.verdict, r.headline()) for c, r in tried])
 
 
-def _check_here(config: dict[str, Any], model_dir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def _check_here(config: dict[str, Any], model_dir: Path, spec: BatchSpec) -> dict[str, Any]:
     try:
         from hooks.data.batch import batch_parity
 

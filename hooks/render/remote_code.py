@@ -67,7 +67,7 @@ def write_card_code(model_dir: Path, plugin_dir: Path, facts: ModelFacts) -> lis
     release defines its preprocessing only in README.md; ``hooks.data.model_card`` takes the card's text)."""
     from hooks.data import model_card
 
-    module, _, function = facts.processor.form.get("image_function", "").partition(".")
+    module, _, function = facts.processor.form.image_function.partition(".")
     if module != model_card.CARD_MODULE:
         return []
     text = model_card.module_text(model_dir, function)
@@ -84,7 +84,7 @@ def write_builder_code(plugin_dir: Path, facts: ModelFacts) -> list[Path]:
     the probe checked, so the dataset plugin never imports from where the user keeps it."""
     from hooks.data.builder import BUILDER_MODULE, parse
 
-    spec = facts.processor.form.get("builder")
+    spec = facts.processor.form.builder
     if not spec:
         return []
     source, _ = parse(spec)

@@ -116,12 +116,12 @@ def branch_error(data_branch: str, model_facts: ModelFacts | dict | None) -> str
     chat = facts.processor.chat_format
     from hooks.data.candidates import audio_unexpressible
 
-    if chat and not chat.get("problems") and (unheard := audio_unexpressible(facts)):
+    if chat and chat.expressible and (unheard := audio_unexpressible(facts)):
         return (f"data_branch: b derives a template from the model's chat template, which cannot carry the model's "
                 f"audio ({unheard}); answer c (a dataset plugin on the model's own processor)")
-    if chat and not chat.get("problems"):
+    if chat and chat.expressible:
         return ""
-    why = "; ".join(chat.get("problems") or []) or "the model's processor has no chat template"
+    why = "; ".join(chat.problems if chat else []) or "the model's processor has no chat template"
     return (f"data_branch: b derives a template from the model's chat template, and {why}; answer c (a dataset "
             "plugin on the model's own processor) or a")
 
