@@ -29,8 +29,9 @@ The process that runs it beside the trainer, and the files it shares with the sm
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,30 @@ LATER_RTOL = {"fp32": 1e-5, "bf16": 1e-2}
 GRAD_NORM_RTOL = {"fp32": 5e-5, "bf16": 5e-2}
 GRAD_NORM_ATOL = 6e-4
 LR_RTOL = 1e-6
+
+
+@dataclass
+class ReferenceSpec:
+    """What the reference run beside the trainer needs (``reference_spec.json``: written by
+    ``hooks.smoke.reference_run.start_reference``, read by the run and by the smoke's shape check)."""
+
+    config: str  # the YAML the trainer trains with
+    model_dir: str  # the model folder the trainer loads
+    observed: str  # the observer's folder: recorded batches, gradient norms, the reference's outputs
+    attributes: dict[str, Any] = field(default_factory=dict)  # attributes chat() sets on the model (the plugin's)
+    defaults: dict[str, Any] = field(default_factory=dict)  # the trainer's own defaults for unset training keys
+    ranks: int = 0  # the ranks whose batches the replay waits for
+    stage: TrainedStage | None = None  # the trained sub-model, None where the whole class trains
+
+    def write(self, path: Path) -> None:
+        data = {**asdict(self), "stage": self.stage.to_dict() if self.stage else {}}
+        path.write_text(json.dumps(data))
+
+    @classmethod
+    def read(cls, path: Path) -> ReferenceSpec:
+        data = json.loads(path.read_text())
+        given = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        return cls(**{**given, "stage": TrainedStage.from_dict(data.get("stage"))})
 
 
 @dataclass
@@ -208,17 +233,17 @@ def _optimizer(master: Any, training: dict[str, Any], defaults: dict[str, Any]) 
                              betas=(float(get("adam_beta1")), float(get("adam_beta2"))))
 
 
-def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equivalence:
+def replay(spec: ReferenceSpec, built: tuple[Any, Any] | None = None) -> Equivalence:
     """The reference's losses, grad norms and learning rates for the recorded steps; ``built``: the models
     ``build_reference`` made while the trainer ran (seeded as here)."""
     import torch
     import yaml
 
-    cfg = yaml.safe_load(Path(spec["config"]).read_text())
+    cfg = yaml.safe_load(Path(spec.config).read_text())
     training, view = cfg.get("training") or {}, TrainingYaml.of(cfg)
     loss_type, dtype_name = view.loss_type, view.param_dtype
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype_name, torch.float32)
-    out = Path(spec["observed"])
+    out = Path(spec.observed)
     steps = sorted({int(p.stem.split("_step")[1]) for p in out.glob("batch_rank*_step*.pt")})
     ranks = sorted({int(p.stem.split("_")[1][4:]) for p in out.glob("batch_rank*_step1.pt")})
     result = Equivalence(reduction=reduction_of(loss_type, len(ranks)), dtype="bf16" if dtype != torch.float32 else
@@ -228,12 +253,11 @@ def replay(spec: dict[str, Any], built: tuple[Any, Any] | None = None) -> Equiva
         return result
     if built is None:
         torch.manual_seed(0)
-    master, work = built or build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {},
-                                            TrainedStage.from_dict(spec.get("stage")))
+    master, work = built or build_reference(Path(spec.model_dir), cfg, spec.attributes, spec.stage)
     result.dropout_off = dropout_off(work)  # as the smoke's ranks run (hooks/smoke/observer)
-    optimizer = _optimizer(master, training, spec.get("defaults") or {})
+    optimizer = _optimizer(master, training, spec.defaults)
     clip = float(training.get("clip_grad") if training.get("clip_grad") is not None else
-                 (spec.get("defaults") or {}).get("clip_grad") or 0.0)
+                 spec.defaults.get("clip_grad") or 0.0)
     trainable = [p for p in master.parameters() if p.requires_grad]
     for step in steps:
         _cast_params(master, work, dtype)

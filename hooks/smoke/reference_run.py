@@ -22,6 +22,7 @@ from typing import Any
 from hooks.model.stages import TrainedStage
 from hooks.smoke.reference import (
     Equivalence,
+    ReferenceSpec,
     build_reference,
     compare,
     param_findings,
@@ -52,9 +53,8 @@ def start_reference(config: Path, model_dir: Path, observed: Path, *, mm_home: P
 
     observed.mkdir(parents=True, exist_ok=True)
     spec, out, after = (observed / name for name in ("reference_spec.json", "reference.json", "reference_after"))
-    spec.write_text(json.dumps({"config": str(config), "model_dir": str(model_dir), "observed": str(observed),
-                                "attributes": attributes or {}, "defaults": training_defaults(mm_home),
-                                "ranks": ranks, "stage": stage.to_dict() if stage else {}}))
+    ReferenceSpec(str(config), str(model_dir), str(observed), attributes or {}, training_defaults(mm_home), ranks,
+                  stage).write(spec)
     out.unlink(missing_ok=True)
     after.unlink(missing_ok=True)
 
@@ -90,7 +90,7 @@ def smoke_shapes(observed: Path | None, model_dir: Path, cfg: dict[str, Any]) ->
     if path is not None and path.is_file():
         return pickle.loads(path.read_bytes())
     spec = observed / "reference_spec.json" if observed else None  # the trained sub-model, as the smoke said
-    stage = TrainedStage.from_dict(json.loads(spec.read_text()).get("stage")) if spec and spec.is_file() else None
+    stage = ReferenceSpec.read(spec).stage if spec and spec.is_file() else None
     return _build_shapes(model_dir, cfg, stage.name if stage else "")
 
 
@@ -207,21 +207,21 @@ def main(argv: list[str] | None = None) -> int:
 
     ensure_torchvision()
     try:
-        spec, built = json.loads(args.spec.read_text()), None
+        spec, built = ReferenceSpec.read(args.spec), None
         if args.after:  # build while the trainer runs, then wait for its batches
             import torch
             import yaml
 
             torch.manual_seed(0)
-            cfg = yaml.safe_load(Path(spec["config"]).read_text())
-            stage = TrainedStage.from_dict(spec.get("stage"))
+            cfg = yaml.safe_load(Path(spec.config).read_text())
+            stage = spec.stage
             try:
-                write_shapes(Path(spec["model_dir"]), cfg, Path(spec["observed"]), stage.name if stage else "")
+                write_shapes(Path(spec.model_dir), cfg, Path(spec.observed), stage.name if stage else "")
             except Exception:  # noqa: BLE001 - the smoke then builds them itself
                 traceback.print_exc(file=sys.stderr)
-            built = build_reference(Path(spec["model_dir"]), cfg, spec.get("attributes") or {}, stage)
-            write_experts(built[1], cfg, Path(spec["observed"]))
-            if _wait_for(args.after, args.timeout, int(spec.get("ranks") or 0)) != GO:
+            built = build_reference(Path(spec.model_dir), cfg, spec.attributes, stage)
+            write_experts(built[1], cfg, Path(spec.observed))
+            if _wait_for(args.after, args.timeout, spec.ranks) != GO:
                 return 0
         result = replay(spec, built)
     except Exception as err:  # noqa: BLE001 - never evidence: reported as "could not evaluate" with its cause
