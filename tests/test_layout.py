@@ -271,9 +271,9 @@ def test_no_stage_edits_a_rendered_file_between_markers() -> None:
 # Issue 34: stage data crosses a boundary as typed fields, not through string keys (ModelFacts with its Plan,
 # ProcessorFacts and its ChatSlots, MediaFacts, AudioFacts and SampleForm, TrainedStage; DataEvidence; the batch
 # check's BatchSpec; the loss reference's ReferenceSpec; SmokeRecord; the training YAML through TrainingYaml).
-# These modules still read dicts through ``(... or {}).get(`` chains: config.json's sub-configs (shrink), the YAML's preprocess_parameters (batch), the
-# sample convention inside the data stage that wrote it (media), the observer's per-rank records and the gradient
-# norms the trainer logged (smoke); the count may only fall.
+# These modules still read dicts through ``(... or {}).get(`` chains: config.json's sub-configs (shrink), the YAML's
+# preprocess_parameters (batch), the sample convention inside the data stage that wrote it (media), the observer's
+# per-rank records and the gradient norms the trainer logged (smoke); the count may only fall.
 STRING_KEY_CHAINS = {
     "hooks.data.batch": 1,
     "hooks.data.media": 2,
