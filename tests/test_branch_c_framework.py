@@ -98,7 +98,7 @@ def test_the_branch_c_system_test_passes_the_frameworks_comparator(checkout: Pat
 
 
 @pytest.mark.parametrize(("arch", "data", "fields"), [
-    ("qwen2_5_vl", "train.jsonl", {"images": "img", "prompt": "q", "response": "a"}),
+    pytest.param("qwen2_5_vl", "train.jsonl", {"images": "img", "prompt": "q", "response": "a"}, marks=FULL),
     pytest.param("gemma3", "turns.jsonl", {"images": "img", "conversations": "turns"}, marks=FULL),
     ("remote_tiles", "turns.jsonl", {"images": "img", "conversations": "turns"}),
 ])

@@ -349,12 +349,13 @@ def test_two_understanding_stages_stop_with_the_field_to_answer() -> None:
 
 
 # Who names the thinker in the vendored checkout (MindSpeed-MM 57069cd5): its qwen3omni plugin for qwen3_omni_moe,
-# the classes themselves for qwen2_5_omni (no in-repo plugin registers it).
+# the classes themselves for qwen2_5_omni (no in-repo plugin registers it). CI copies qwen3_omni_moe here; test_audio
+# copies qwen2_5_omni (branch b, the generated sample) and checks its thinker there.
 WHO_NAMES = {"qwen3_omni_moe": "MindSpeed-MM's in-repo plugin", "qwen2_5_omni": "read off the classes"}
 
 
 @pytest.mark.tier2
-@pytest.mark.parametrize("arch", sorted(OMNI))
+@pytest.mark.parametrize("arch", ["qwen3_omni_moe", pytest.param("qwen2_5_omni", marks=pytest.mark.full_matrix)])
 def test_copy_of_the_omni_bundle_trains_its_thinker(arch: str, mm_home: Path, tmp_path_factory: pytest.TempPathFactory,
                                                      tiny_models, template_src: Path) -> None:
     """Tier 2: a tiny omni bundle copied into the vendored checkout and trained through the real trainer on the
@@ -387,7 +388,8 @@ def test_copy_of_the_omni_bundle_trains_its_thinker(arch: str, mm_home: Path, tm
         assert "recommended data branch b:" in done.stdout and "data parity: MATCH" in done.stdout
         assert "in-repo template 'qwen3_omni_nothink' with the qwen3omni collator does not" in done.stdout
         assert "  WARNING: experts no token reaches get no gradient" in done.stdout
-        assert "- WARNING: experts no token reaches get no gradient" in report
+        measured = (checkout / "examples" / model_id / "REPORT.md").read_text()
+        assert "- WARNING: experts no token reaches get no gradient" in measured
 
 
 @pytest.mark.tier2
