@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from hooks import load_answers, scaffold
 from hooks.data.records import dataset_runtime
 from hooks.data.sample import build_demo_dataset, demo_audio, write_wav
 from hooks.model.facts import ModelFacts
 from tests.copier_run import changed_paths, copy, git_init, mm_checkout
 from tests.model_facts import stand_in_facts
+from tests.test_omni_stages import WHO_NAMES
 
 QUESTION = [("user", "<audio>What do you hear?"), ("assistant", "A low tone.")]
 
@@ -197,12 +199,10 @@ def test_an_audio_copy_trains_on_its_clips(arch: str, data: str, branch: str, tm
     assert re.search(r"smoke\[framework\] PASS: 5/5 iterations", done.stdout)
     assert re.search(r"verified: audio reached forward \(\w+ \[", done.stdout), done.stdout[-3000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout
-    if arch == "qwen2_5_omni":  # no in-repo plugin names its thinker: the classes do (test_omni_stages, full matrix)
-        import yaml
-
-        facts = yaml.safe_load((checkout / ".copier-answers" / f"{model_id}.yml").read_text())["model_facts"]
-        assert facts["trained_submodule"]["name"] == "thinker"
-        assert "read off the classes" in facts["trained_submodule"]["reason"]
+    if arch in WHO_NAMES:  # the thinker, as test_omni_stages's copy (full matrix) checks it
+        stage = ModelFacts.from_dict(load_answers(checkout / scaffold.answers_file(model_id))["model_facts"]
+                                     ).trained_submodule
+        assert stage.name == "thinker" and WHO_NAMES[arch] in stage.reason
     allowed = (".copier-answers/", f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/",
                f"mindspeed_mm/fsdp/data/datasets/{model_id}/", "tests/st/")  # tests/st: the system test (issue 35)
     assert all(p.startswith(allowed) for p in changed_paths(checkout) - before)
