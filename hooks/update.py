@@ -38,6 +38,7 @@ from typing import TextIO
 
 from hooks import env_with_hooks, scaffold
 from hooks.framework import checkout
+from hooks.render import stale
 from hooks.terminal import echo, terminal_width
 
 _GIT_ID = ["-c", "user.name=msmm-migrate", "-c", "user.email=msmm-migrate@localhost", "-c", "commit.gpgsign=false"]
@@ -75,14 +76,70 @@ def _git(repo: Path, *args: str, stdin: str | None = None) -> str:
 
 
 def tree_error(dest: Path) -> str:
-    """Why the checkout cannot be updated as it is ("" when it can): copier needs a clean git work tree."""
-    done = subprocess.run(["git", "-C", str(dest), "status", "--porcelain"], capture_output=True, text=True,
-                          check=False)
+    """Why the checkout cannot be updated as it is ("" when it can): copier needs a clean git work tree. Where the
+    changes touch migrated models' files, how to get the committed files back (``recovery``), never "commit"."""
+    done = subprocess.run(["git", "-C", str(dest), "status", "--porcelain", "-z", "--no-renames",
+                           "--untracked-files=all"], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         return f"{dest} is not a git work tree: copier update needs one (git init && git add -A && git commit)"
-    if done.stdout.strip():
-        return f"{dest} has uncommitted changes: commit or stash them first (copier update needs a clean tree)"
+    changed = {entry[3:]: entry[:2] == "??" for entry in done.stdout.split("\0") if entry}
+    if changed:
+        return (recovery(dest, changed) or f"{dest} has uncommitted changes: commit or stash them first (copier "
+                "update needs a clean tree)")
+    _applied_marker(dest).unlink(missing_ok=True)  # a clean tree: an applied update was committed or dropped
     return ""
+
+
+def _owned(model_id: str) -> list[str]:
+    """The paths a model's copy, update and smoke write (folders end with "/")."""
+    st = scaffold.StPaths(model_id)
+    folders = (scaffold.example_dir(model_id), scaffold.model_plugin_dir(model_id), scaffold.dataset_dir(model_id))
+    files = (scaffold.answers_file(model_id), st.script, st.run_config, st.baseline, st.provenance)
+    return [*(f"{p}/" for p in folders), *map(str, files)]
+
+
+def _applied_marker(dest: Path) -> Path:
+    """Where ``main`` notes, before applying an update, the commit it applies it on (in the git folder, never in
+    the work tree): a later run that finds the tree dirty on that same commit knows the changes are its own."""
+    done = subprocess.run(["git", "-C", str(dest), "rev-parse", "--git-path", "msmm-update-applied"],
+                          capture_output=True, text=True, check=False)
+    return dest / done.stdout.strip() if done.returncode == 0 else dest / ".git" / "msmm-update-applied"
+
+
+def recovery(dest: Path, changed: dict[str, bool]) -> str:
+    """What to do with uncommitted changes to migrated models' files (``changed``: path -> untracked), "" when
+    none are.
+
+    Such changes are an update that did not finish: copier renders the new version over the model's files
+    first and applies the user's edits to it last, so a run stopped in between (or an older plain ``copier
+    update`` that refused after its render) leaves the files without the user's committed edits; committing
+    them would make that loss permanent. The last commit still has the files: the message gives the commands
+    that show the changes and set them aside. Changes ``main`` applied itself (the marker names this commit)
+    are a finished update not committed yet: review and commit, or set it aside the same way."""
+    prefixes = [p for answers in sorted((dest / scaffold.ANSWERS_DIR).glob("*.yml")) for p in _owned(answers.stem)]
+    ours = sorted(f for f in changed if any(f == p or (p.endswith("/") and f.startswith(p)) for p in prefixes))
+    if not ours:
+        return ""
+    tracked = [f for f in ours if not changed[f]]
+    marker = _applied_marker(dest)
+    head = subprocess.run(["git", "-C", str(dest), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=False).stdout.strip()
+    applied = marker.is_file() and marker.read_text(encoding="utf-8").strip() == head
+    names = " ".join(ours)
+    others = sorted(set(changed) - set(ours))
+    what = ("hold the update python -m hooks.update applied on this commit (not committed yet; its check or smoke "
+            "may not have finished): review it and commit it (git add -A && git commit), or set it aside and run the "
+            "update again" if applied else
+            "hold an update that did not finish (copier renders a model's files first and applies your committed "
+            "edits to them last: stopped in between, the files lack your edits); do not commit them: your last "
+            "commit still has every file as it was")
+    lines = [f"{dest} has uncommitted changes to migrated models' files that {what}:",
+             *([f"  git diff -- {' '.join(tracked)}    # what changed since your last commit"] if tracked else []),
+             f"  git stash push --include-untracked -- {names}    # back to your last commit (the changes kept in "
+             "the stash: git stash drop discards them)",
+             *([f"  other uncommitted changes ({', '.join(others)}): commit or stash them too"] if others else []),
+             f"  then: PYTHONPATH=<msmm-migrate> python -m hooks.update {dest}"]
+    return "\n".join(lines)
 
 
 def _answers(path: Path) -> dict:
@@ -115,8 +172,9 @@ def update_model(clone: Path, answers_rel: str, facts: dict, vcs_ref: str | None
               new_revision=str(facts.get("revision", "")), old_version=str(old.get("_commit", "")))
     cmd = [sys.executable, "-m", "copier", "update", "--trust", "--defaults", "--skip-tasks", "--quiet",
            "--conflict", "inline", "-a", answers_rel, "-d", f"framework={json.dumps(facts)}"]
+    env = {**env_with_hooks(), stale.UNDER_HOOKS_UPDATE: "1"}  # the live facts are passed: no stale stop
     done = subprocess.run([*cmd, *(["--vcs-ref", vcs_ref] if vcs_ref else [])], cwd=clone, capture_output=True,
-                          text=True, env=env_with_hooks(), check=False)
+                          text=True, env=env, check=False)
     if done.returncode != 0:
         _git(clone, "reset", "-q", "--hard")
         _git(clone, "clean", "-qfd")
@@ -287,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         _regressions(rows, sys.stderr)
         return 1 if any(r.failed for r in rows) else 0
     if diff:
+        _applied_marker(dest).write_text(_git(dest, "rev-parse", "HEAD"), encoding="utf-8")  # before: a crash too
         _git(dest, "apply", "--whitespace=nowarn", "-", stdin=diff)
     _check_and_smoke(dest, rows, smoke=not args.no_smoke)
     print_table(rows, sys.stdout)

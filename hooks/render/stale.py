@@ -1,11 +1,14 @@
-"""After a plain ``copier update``: the framework must be the one the model was rendered for.
+"""Before a plain ``copier update`` writes anything: the framework must be the one the model was rendered for.
 
 ``copier update`` replays the recorded answers, the ``framework`` facts included, so after the checkout's
-MindSpeed-MM was upgraded it keeps rendering for the old framework and exits 0 ("Keeping template version
-..."): a silent no-op exactly when users reach for it. ``python -m hooks.update`` carries models across (it
-passes the upgraded checkout's facts with ``-d``, and runs copier with ``--skip-tasks``, so this check never
-runs under it). This task of a plain update compares the recorded revision with the checkout's and, when
-they differ, ends the update non-zero naming that command.
+MindSpeed-MM was upgraded it keeps rendering for the old framework: a silent no-op exactly when users reach for
+it. ``python -m hooks.update`` carries models across (it passes the upgraded checkout's facts with ``-d``). This
+check is copier's first before-stage migration (``copier.yml``), which runs after copier's replay of the old
+version in a temporary folder and before it renders anything in the checkout: when the recorded revision and the
+checkout's differ it ends the update non-zero naming that command, with every file as it was. (As a task it ran
+after the render, and the model's files were left rewritten without the user's committed edits.)
+``hooks.update`` sets ``MSMM_HOOKS_UPDATE`` (``UNDER_HOOKS_UPDATE``) for its own copier runs, which this check
+lets through.
 
 ``python -m hooks.render.stale .copier-answers/<model_id>.yml`` (from the checkout root).
 """
@@ -13,11 +16,14 @@ they differ, ends the update non-zero naming that command.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from hooks import load_answers
 from hooks.framework.checkout import recorded_revision, revision
+
+UNDER_HOOKS_UPDATE = "MSMM_HOOKS_UPDATE"  # set by hooks.update for the copier runs it starts with the live facts
 
 
 def stale(dest: Path, answers: dict) -> str:
@@ -27,8 +33,8 @@ def stale(dest: Path, answers: dict) -> str:
     if not recorded or not now or recorded == now:
         return ""
     return (f"the checkout's framework is at {now[:12]}, and {answers.get('model_id', 'this model')} was rendered "
-            f"for {recorded[:12]}: copier update keeps the recorded framework; carry the model across with "
-            f"PYTHONPATH=<msmm-migrate> python -m hooks.update {dest}")
+            f"for {recorded[:12]}: copier update would keep the recorded framework, so it stopped before changing "
+            f"any file; carry the model across with PYTHONPATH=<msmm-migrate> python -m hooks.update {dest}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hooks.render.stale", description=__doc__.splitlines()[0])
     parser.add_argument("answers", type=Path)
     args = parser.parse_args(argv)
+    if os.environ.get(UNDER_HOOKS_UPDATE):  # hooks.update's own run: it passed the checkout's facts
+        return 0
     why = stale(Path.cwd(), load_answers(args.answers))
     if why:
         print(f"error: {why}", file=sys.stderr)
