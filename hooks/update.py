@@ -110,12 +110,13 @@ def recovery(dest: Path, changed: dict[str, bool]) -> str:
     """What to do with uncommitted changes to migrated models' files (``changed``: path -> untracked), "" when
     none are.
 
-    Such changes are an update that did not finish: copier renders the new version over the model's files
-    first and applies the user's edits to it last, so a run stopped in between (or an older plain ``copier
-    update`` that refused after its render) leaves the files without the user's committed edits; committing
-    them would make that loss permanent. The last commit still has the files: the message gives the commands
-    that show the changes and set them aside. Changes ``main`` applied itself (the marker names this commit)
-    are a finished update not committed yet: review and commit, or set it aside the same way."""
+    Such changes are what an update that did not finish leaves (or edits not committed yet): copier renders
+    the new version over the model's files first and applies the user's edits to it last, so a run stopped in
+    between (or an older plain ``copier update`` that refused after its render) leaves the files without the
+    user's committed edits; committing them would make that loss permanent. The last commit still has the
+    files: the message gives the commands that show the changes and set them aside. Changes ``main`` applied
+    itself (the marker names this commit) are a finished update not committed yet: review and commit, or set
+    it aside the same way."""
     prefixes = [p for answers in sorted((dest / scaffold.ANSWERS_DIR).glob("*.yml")) for p in _owned(answers.stem)]
     ours = sorted(f for f in changed if any(f == p or (p.endswith("/") and f.startswith(p)) for p in prefixes))
     if not ours:
@@ -127,18 +128,20 @@ def recovery(dest: Path, changed: dict[str, bool]) -> str:
     applied = marker.is_file() and marker.read_text(encoding="utf-8").strip() == head
     names = " ".join(ours)
     others = sorted(set(changed) - set(ours))
-    what = ("hold the update python -m hooks.update applied on this commit (not committed yet; its check or smoke "
-            "may not have finished): review it and commit it (git add -A && git commit), or set it aside and run the "
-            "update again" if applied else
-            "hold an update that did not finish (copier renders a model's files first and applies your committed "
-            "edits to them last: stopped in between, the files lack your edits); do not commit them: your last "
-            "commit still has every file as it was")
-    lines = [f"{dest} has uncommitted changes to migrated models' files that {what}:",
+    what = (" that hold the update python -m hooks.update applied on this commit (not committed yet; its check or "
+            "smoke may not have finished): review it and commit it (git add -A && git commit), or set it aside and "
+            "run the update again" if applied else
+            ", as an update that did not finish leaves them (copier renders a model's files first and merges your "
+            "committed edits into them last: a run stopped in between leaves the files without your edits); "
+            "committing them as they are could make that loss permanent, and your last commit still has every file "
+            "as it was")
+    lines = [f"{dest} has uncommitted changes to migrated models' files{what}:",
              *([f"  git diff -- {' '.join(tracked)}    # what changed since your last commit"] if tracked else []),
              f"  git stash push --include-untracked -- {names}    # back to your last commit (the changes kept in "
              "the stash: git stash drop discards them)",
              *([f"  other uncommitted changes ({', '.join(others)}): commit or stash them too"] if others else []),
-             f"  then: PYTHONPATH=<msmm-migrate> python -m hooks.update {dest}"]
+             f"  then: PYTHONPATH=<msmm-migrate> python -m hooks.update {dest}"
+             + ("" if applied else " (if the changes are new edits of your own, commit them instead, then run it)")]
     return "\n".join(lines)
 
 
