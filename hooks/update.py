@@ -15,6 +15,9 @@ A command around ``copier update``, for three things copier does not do by itsel
   diff instead, so what it shows is what ``git diff`` shows after the update.
 * **Conflicts.** copier exits 0 with ``<<<<<<<`` markers left in files; here they are listed per model and the
   exit status is non-zero.
+* **Unfinished updates.** On a dirty tree nothing runs; where migrated models' files changed (what a copier run
+  stopped between its render and its merge leaves, without the user's edits) it prints the git commands that bring
+  the last commit's files back (``recovery``), never "commit".
 
 After applying, ``hooks.check`` runs on the checkout and each updated model's smoke (unless ``--no-smoke``, or
 the model's answers say ``run_smoke: false``);

@@ -1,4 +1,6 @@
-"""`copier update` brings a generated model to a newer template; several models update independently."""
+"""`copier update` brings a generated model to a newer template; several models update independently. After a
+framework upgrade a plain update refuses before it changes a file, and ``hooks.update`` says how to get back what an
+update that did not finish rewrote (issue 40)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from hooks import env_with_hooks
+from hooks.framework.checkout import KNOWN_TEMPLATES, TEMPLATE_FILE, revision
 from tests.copier_run import changed_paths, commit_all, copier, copy, git_init, snapshot, template_snapshot
 
 
@@ -49,11 +52,8 @@ def test_update_to_new_template_version_per_model(tiny_models, tmp_path: Path) -
     assert yaml.safe_load(after[".copier-answers/second_vl.yml"])["_commit"] == "0.1.0"
 
 
-
 def _framework(dest: Path, *registered: str) -> None:
     """The one framework file the facts' revision follows, committed: a stand-in checkout (no trainer: tier 1)."""
-    from hooks.framework.checkout import KNOWN_TEMPLATES, TEMPLATE_FILE
-
     path = dest / TEMPLATE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f'_register_template(name="{name}")\n' for name in (*KNOWN_TEMPLATES, *registered)))
@@ -99,8 +99,6 @@ def test_a_refused_plain_update_leaves_the_working_tree_as_it_was(tiny_models, t
     done = _hooks_update(dest, "--no-smoke")
     assert "review with git diff" in done.stdout, done.stdout + done.stderr  # (tier 1: no trainer to check)
     assert "  lr: 2.0e-5\n" in config.read_text()
-    from hooks.framework.checkout import revision
-
     answers = yaml.safe_load((dest / ".copier-answers" / "first_vl.yml").read_text())
     assert answers["framework"]["revision"] == revision(dest) and "upgraded" in answers["framework"]["templates"]
 
