@@ -137,6 +137,7 @@ def test_a_plain_copier_update_after_a_framework_upgrade_names_hooks_update(mm_h
     done = subprocess.run(plain, cwd=dest, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode != 0
     assert "python -m hooks.update" in done.stderr and "rendered for" in done.stderr, done.stderr[-2000:]
+    assert _git_out(dest, "status", "--porcelain") == ""  # refused before it changed a file (issue 40)
 
 
 def _released(tag: str, dest: Path) -> Path | None:
