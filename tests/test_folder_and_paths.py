@@ -140,7 +140,8 @@ FOLDER_CASES: dict[str, tuple[str, Callable[[Path], object]]] = {
     "config.json declares a layer the weights lack": (
         "has the parameter model.language_model.layers.2.self_attn.q_proj.weight", lambda f: _layers(f, 1)),
     "the weights hold a layer config.json does not declare": (
-        "model.safetensors holds model.layers.1.input_layernorm.weight [", lambda f: _layers(f, -1)),
+        "model.safetensors holds model.layers.1.input_layernorm.weight [64], of a layer the model built from "
+        "config.json does not have", lambda f: _layers(f, -1)),
     "a shard the index names is missing": ("names the shard model-00002-of-00002.safetensors, which is not in",
                                            _missing_shard),
     "the index names a tensor its shard does not hold": ("whose header does not hold it",
@@ -183,8 +184,18 @@ def test_the_loaders_naming_rules(tiny_models, tmp_path: Path) -> None:
         assert error(tiny_models(arch)) == "", arch
     stored, _ = stored_tensors(tiny_models("paligemma"))
     assert not any("lm_head" in name for name in stored), "PaliGemma ties its head: the file has none"
-    folder = _folder(tiny_models, tmp_path, _drop("lm_head.weight"))
+    folder = _folder(tiny_models, tmp_path / "untied", _drop("lm_head.weight"))
     assert "has the parameter lm_head.weight" in error(folder)
+
+    def prediction_layer(folder: Path) -> None:
+        """A multi-token-prediction layer after the last decoder layer, as GLM's releases ship one (transformers
+        drops it with a warning): not a layer config.json lacks, since the model's layers have no ``eh_proj``."""
+        tensors = _tensors(folder / "model.safetensors")
+        tensors["model.layers.2.eh_proj.weight"] = tensors["model.layers.1.self_attn.q_proj.weight"]
+        tensors["model.layers.2.input_layernorm.weight"] = tensors["model.layers.1.input_layernorm.weight"]
+        _save({name: tensor.clone() for name, tensor in tensors.items()}, folder / "model.safetensors")
+
+    assert error(_folder(tiny_models, tmp_path / "mtp", prediction_layer)) == ""
 
 
 # --- paths: resolved once, written resolved ------------------------------------------------------------------

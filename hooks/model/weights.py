@@ -25,8 +25,8 @@ running or interrupted), is refused by name.
 on the meta device from config.json, with the names mapped as transformers 4.57's ``from_pretrained`` maps them
 (``PreTrainedModel._fix_state_dict_key_on_load``, the VLM classes' ``_checkpoint_conversion_mapping``, the
 ``base_model_prefix`` added or dropped; a tied parameter may be absent when another of its group is there):
-a parameter no file holds, one of another shape, or a stored tensor the model has no place for (a layer the
-config does not declare) is named, the first in the model's order. transformers 4.57 would load such a folder
+a parameter no file holds, one of another shape, or a stored layer the config does not declare is named, the
+first in the model's order. transformers 4.57 would load such a folder
 with a warning, the missing parameter freshly initialised, and the smoke would judge a model that is not the
 release.
 """
@@ -271,8 +271,8 @@ def stored_tensors(model_dir: Path) -> tuple[dict[str, Stored], str] | None:
 
 def parameters_error(model: Any, model_dir: Path) -> str:
     """The first parameter of ``model`` (built from config.json on the meta device, as ``from_pretrained`` builds it
-    before loading) that the weights files do not hold with its shape, or a stored tensor the model has no place
-    for, as one line naming ``model_path``; "" when they agree or cannot be compared here (weights not in
+    before loading) that the weights files do not hold with its shape, or a stored layer past the model's own
+    (``_extra_layer``), as one line naming ``model_path``; "" when they agree or cannot be compared here (weights not in
     safetensors; a quantized checkpoint, whose quantizer renames and reshapes; transformers 5, whose conversion
     operations fuse and split tensors while loading)."""
     import transformers
@@ -307,14 +307,37 @@ def parameters_error(model: Any, model_dir: Path) -> str:
         return (f"model_path: {where}: the model built from config.json has the parameter {name} {list(shape)}, "
                 f"which no weights file holds under any name transformers {version} loads as it; {MISMATCH_FIX}")
     buffers = {name for name, _ in model.named_buffers()}
-    unexpected = [p for p in getattr(model, "_keys_to_ignore_on_load_unexpected", None) or []]
-    for new, old in sorted(loaded.items(), key=lambda item: _natural(item[1])):
-        if new in params or new in buffers or any(re.search(p, new) for p in unexpected):
-            continue
-        return (f"model_path: {where}: {stored[old].file} holds {old} {list(stored[old].shape)}, which the model "
-                f"built from config.json has no parameter for (a layer or module config.json does not declare); "
-                f"{MISMATCH_FIX}")
+    dropped = [re.compile(p) for p in getattr(model, "_keys_to_ignore_on_load_unexpected", None) or []]
+    extra = [new for new in loaded
+             if new not in params and new not in buffers and not any(p.search(new) for p in dropped)]
+    layer = _extra_layer(extra, params)
+    if layer:
+        first = min((new for new in extra if new.startswith(layer + ".")), key=lambda new: _natural(loaded[new]))
+        old = loaded[first]
+        return (f"model_path: {where}: {stored[old].file} holds {old} {list(stored[old].shape)}, of a layer the model "
+                f"built from config.json does not have ({layer}: config.json declares fewer); {MISMATCH_FIX}")
     return ""
+
+
+def _extra_layer(extra: list[str], params: dict[str, object]) -> str:
+    """The first stored layer (``<list>.<n>``, by the model's names) past the model's own whose every tensor is one
+    the model's layers of that list have: config.json declares fewer layers (or experts) than the weights hold.
+    Other stored tensors the model has no place for are what transformers drops with a warning, and releases ship
+    them (GLM's multi-token-prediction layer after the last decoder layer: ``eh_proj``, ``enorm``): left alone; a
+    renamed module shows as a missing parameter first."""
+    shapes = set()  # (list, rest): a tensor some layer of the list has
+    for name in params:
+        for found in re.finditer(r"\.(\d+)\.", name):
+            shapes.add((name[:found.start()], name[found.end():]))
+    layers: dict[str, bool] = {}  # "<list>.<n>" -> every tensor of it is a layer's
+    for new in extra:
+        found = re.search(r"\.(\d+)\.", new)
+        if found is None:
+            continue
+        key = new[:found.end() - 1]
+        layers[key] = layers.get(key, True) and (new[:found.start()], new[found.end():]) in shapes
+    plain = [key for key, every in layers.items() if every]
+    return min(plain, key=_natural) if plain else ""
 
 
 def loaded_names(model: Any, checkpoint_keys: list[str]) -> dict[str, str]:
