@@ -325,6 +325,8 @@ def _extra_layer(extra: list[str], params: dict[str, object]) -> str:
     Other stored tensors the model has no place for are what transformers drops with a warning, and releases ship
     them (GLM's multi-token-prediction layer after the last decoder layer: ``eh_proj``, ``enorm``): left alone; a
     renamed module shows as a missing parameter first."""
+    if not extra:
+        return ""
     shapes = set()  # (list, rest): a tensor some layer of the list has
     for name in params:
         for found in re.finditer(r"\.(\d+)\.", name):
