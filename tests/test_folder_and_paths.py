@@ -201,7 +201,8 @@ def test_the_loaders_naming_rules(tiny_models, tmp_path: Path) -> None:
 # --- paths: resolved once, written resolved ------------------------------------------------------------------
 
 
-def test_relative_and_home_paths_are_written_resolved(tiny_models, tmp_path: Path, monkeypatch) -> None:
+def test_relative_and_home_paths_are_written_resolved(tiny_models, template_src: Path, tmp_path: Path,
+                                                     monkeypatch) -> None:
     """``model_path`` relative to the folder copier runs in and ``data_json`` under ``~`` are checked where they
     point and written there: the answers file and the YAML hold absolute paths, so the copy's tasks (run in the
     destination) and the trainer read the same files the questions checked."""
@@ -217,10 +218,10 @@ def test_relative_and_home_paths_are_written_resolved(tiny_models, tmp_path: Pat
     shutil.copytree(tiny_models(ARCH), work / "models" / "tiny")
     dest = git_init(tmp_path / "dest")
     monkeypatch.setenv("HOME", str(home))
-    done = copier("copy", "--trust", "--defaults", "--quiet", "--skip-tasks", "--vcs-ref", "HEAD",
-                  "-d", "model_id=paths", "-d", "model_path=models/tiny", "-d", "data_json=~/data/train.json",
-                  "-d", "python=" + sys.executable, "-d", "run_smoke=false", str(TEMPLATE_ROOT), str(dest),
-                  cwd=work)
+    args = ("copy", "--trust", "--defaults", "--quiet", "--skip-tasks",
+            "-d", "model_id=paths", "-d", "model_path=models/tiny", "-d", "data_json=~/data/train.json",
+            "-d", "python=" + sys.executable, "-d", "run_smoke=false", str(template_src), str(dest))
+    done = copier(*args, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     answers = yaml.safe_load((dest / ".copier-answers" / "paths.yml").read_text())
     assert answers["model_path"] == str(work / "models" / "tiny")
@@ -229,6 +230,10 @@ def test_relative_and_home_paths_are_written_resolved(tiny_models, tmp_path: Pat
     text = json.dumps(config)
     assert str(work / "models" / "tiny") in text and str(home / "data" / "train.json") in text
     assert "~" not in text and "models/tiny\"" not in text.replace(str(work / "models" / "tiny"), "")
+    commit_all(dest)
+    again = copier(*args, cwd=work)  # the same model again: its own answers file, its own files, the same folder
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _status(dest) == "", subprocess.run(["git", "-C", str(dest), "diff"], capture_output=True, text=True).stdout
 
 
 def test_path_answers_resolve_as_the_user_meant_them(tmp_path: Path, monkeypatch) -> None:
