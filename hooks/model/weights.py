@@ -84,6 +84,9 @@ def weights_error(model_dir: Path) -> str:
 
 def _index_error(index: Path) -> str:
     """An index file that does not parse, or names a shard that is not in the folder."""
+    link = _link_error(index)  # an index behind a link to a blob that is gone or still downloading
+    if link:
+        return link
     if not index.is_file():
         return ""
     try:
