@@ -108,3 +108,10 @@ def written(model_id: str, branch: str) -> list[PurePosixPath]:
     user to remove): the folders, and the system test's script."""
     return [answers_file(model_id), example_dir(model_id), model_plugin_dir(model_id),
             *([dataset_dir(model_id)] if branch == "c" else []), StPaths(model_id).script]
+
+
+def claimed(model_id: str) -> list[PurePosixPath]:
+    """Every path a copy of ``model_id`` writes on any branch, the report stage's files included: a path here that
+    exists in a checkout without the model's answers file is someone else's (the user's, or another model's)."""
+    st = StPaths(model_id)
+    return [*written(model_id, "c"), st.run_config.parent, st.baseline, st.provenance]

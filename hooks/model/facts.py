@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from hooks.compat import no_split_modules
-from hooks.model.build import META, build_structure, frozen_by_model, gc_paused
+from hooks.model.build import META, SHRUNK_CPU, build_structure, frozen_by_model, gc_paused
 from hooks.model.coverage import check_covered
 from hooks.model.loading import ProbeError, is_custom_model, load_config_and_class
 from hooks.model.plan import ModuleInfo, ModuleTable, Plan, derive_plan
@@ -37,7 +37,7 @@ from hooks.model.source import (
 )
 from hooks.model.stages import TrainedStage, embeddings, forward_facts
 from hooks.model.stages import select as select_stage
-from hooks.model.weights import weights_error
+from hooks.model.weights import parameters_error, weights_error
 
 
 @dataclass
@@ -345,6 +345,11 @@ def probe_model(model_dir: Path, *, trust_remote_code: bool = False, checkout: P
     t2, cpu2 = time.perf_counter(), time.process_time()
     with gc_paused():  # a full collection over a 30k-module meta model costs ~1 s; nothing here is cyclic garbage
         model, how, failures = build_structure(cls, config, model_dir)
+        # the weights' names and shapes against this build (headers only); a shrunk build has other sizes, a custom
+        # model (MindSpeed-MM's custom path) loads its own way
+        mismatch = parameters_error(model, model_dir) if how != SHRUNK_CPU and not custom else ""
+        if mismatch:
+            raise ProbeError(mismatch)
         published, published_config = cls, config
         model, config, stage = select_stage(model, config, checkout=checkout, trained_submodule=trained_submodule)
         cls = type(model)

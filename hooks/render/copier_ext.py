@@ -43,6 +43,7 @@ from hooks.framework import checkout  # noqa: E402 - needs _TEMPLATE_ROOT on sys
 from hooks.lifetime import OWNER_ENV  # noqa: E402
 from hooks.model.facts import ModelFacts  # noqa: E402
 from hooks.model.processor_facts import ProcessorFacts  # noqa: E402
+from hooks.render.destination import collision_error, destination_error, owner_error  # noqa: E402
 from hooks.render.files import configure_environment  # noqa: E402
 from hooks.render.session import EVIDENCE, cutoff_error, facts_of, memory_plan, probe_extras, run_probe  # noqa: E402
 from hooks.render.validators import (  # noqa: E402
@@ -313,13 +314,24 @@ class Answers:
         return copier_operation() == "copy" and self.model_facts is None
 
 
+def where_error(a: Answers) -> str:
+    """Where the copy writes (``hooks.render.destination``): a destination that is not a checkout's root stops the
+    copy whoever answers (no answer to ``model_id`` fixes it); a path of the copy that holds someone else's file is
+    ``model_id``'s message."""
+    wrong = destination_error(a.dst_path)
+    if wrong:
+        raise SystemExit(f"error: {wrong}")
+    return collision_error(a.model_id, a.dst_path)
+
+
 def _checks() -> dict[str, tuple[Callable[[Answers], str], bool]]:
     """Each question's check: (the check, whether it may also re-ask at a terminal)."""
     copying = lambda check: lambda a: check(a) if copier_operation() == "copy" else ""  # noqa: E731
     probing = lambda check: lambda a: check(a) if a.probing else ""  # noqa: E731
     return {
-        "model_id": (lambda a: model_id_error(a.model_id, a.dst_path), True),
-        "model_path": (probing(lambda a: model_dir_error(a.model_path)), True),
+        "model_id": (lambda a: model_id_error(a.model_id, a.dst_path) or copying(where_error)(a), True),
+        "model_path": (lambda a: probing(lambda a: model_dir_error(a.model_path))(a)
+                       or copying(lambda a: owner_error(a.model_id, a.model_path, a.dst_path))(a), True),
         "trust_remote_code": (probing(lambda a: trust_error(a.model_path, a.trust_remote_code)), False),
         "python": (probing(lambda a: probe_error(a.model_path, a.python, a.trust_remote_code, a.dst_path,
                                                  model_id=a.model_id)), True),

@@ -19,6 +19,7 @@ from typing import Any
 from hooks import TEMPLATE_ROOT, scaffold
 from hooks.data.batch_keys import batch_keys
 from hooks.model.facts import ModelFacts
+from hooks.render.destination import resolved, resolved_answers
 
 WIDTH = 116  # generated Python stays under ruff's 120 columns
 
@@ -133,6 +134,8 @@ RENDER_FILTERS = {
     "pyrepr": pyrepr,
     "msmm_md_code": md_code,
     "shquote": lambda value: shlex.quote(str(value)),
+    "msmm_path": resolved,  # a path answer as the copy writes it: resolved once (hooks.render.destination)
+    "msmm_resolved": resolved_answers,
 }
 
 
