@@ -42,12 +42,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from hooks.data.columns import RECORD_KEYS
 from hooks.model.modality import MEDIA, connector_kind, connector_module, input_medium, tower_for, tower_medium
 from hooks.smoke.reference import WRAPPERS
 from hooks.smoke.training_yaml import TrainingYaml
 
 PLACEHOLDERS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
-RECORD_KEYS = {"image": "images", "video": "videos", "audio": "audios"}  # the records' keys by default
 TOWER_WORDS = {"vision": "vision tower", "audio": "audio tower"}
 QUANTIZER = re.compile(r"\.(quantize|quantizer|codebook)s?\.")  # a VQ tokenizer's module, inside a tower
 
