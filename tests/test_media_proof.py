@@ -118,9 +118,9 @@ def test_audio_is_verified_in_the_briefs_words() -> None:
 def test_data_with_audio_but_no_audio_input_in_forward_fails() -> None:
     problems, verified, _ = _find(_data("audio", 4), {0: TEXT, 1: TEXT}, AUDIO_GRADS, {}, [])
     assert verified == []
-    assert problems == ["audio: the data names 4 audio files but no audio input reached forward at step 1, where a "
-                        "real audio: record 1's, on rank 0 at step 1 is trained (batch keys: [attention_mask, "
-                        "input_ids, labels]): the model trained on the placeholder's text"]
+    assert problems == ["audio: the data names 4 audio files but no audio input reached forward at step 1 on rank 0, "
+                        "which trains record 1's (batch keys: [attention_mask, input_ids, labels]): the model trained "
+                        "on the placeholder's text"]
     assert "batch keys" in media_hint(problems)
 
 

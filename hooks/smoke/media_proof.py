@@ -405,9 +405,9 @@ def media_findings(data: dict[str, DataMedium], seen: dict[int, Seen], freeze: l
             keys = sorted({i.key for i in step.batches.get(item.rank, [])})
             meta = sorted({k for k in keys if input_medium(k) == medium})
             holds = f"; {', '.join(meta)} hold{'s' if len(meta) == 1 else ''} no {medium} content" if meta else ""
-            problems.append(f"{medium}: {held.named()} but no {medium} input reached forward at step {item.step}, "
-                            f"where {item.text()} is trained (batch keys: [{', '.join(keys)}]{holds}): the model "
-                            "trained on the placeholder's text")
+            problems.append(f"{medium}: {held.named()} but no {medium} input reached forward at step {item.step} "
+                            f"on rank {item.rank}, which trains record {item.record + 1}'s (batch keys: "
+                            f"[{', '.join(keys)}]{holds}): the model trained on the placeholder's text")
             continue
         ranks = sorted({r for r, _ in arrivals(step.batches, medium)})
         others = f", {len(ranks)} ranks in all" if len(ranks) > 1 else ""
@@ -424,9 +424,9 @@ def media_findings(data: dict[str, DataMedium], seen: dict[int, Seen], freeze: l
 
 def media_hint(problems: list[str]) -> str:
     """The hint for the media proof's failures: what was really missing."""
-    if any("input reached forward at step" in p for p in problems):
-        return ("each medium's inputs must reach forward: compare the batch keys with forward's (MIGRATION.md, "
-                "'Batch keys') and what the model plugin passes on to the tower")
+    if any(" input reached forward at step" in p for p in problems):
+        return ("each medium's inputs must reach forward and its tower: compare the batch keys with forward's "
+                "(MIGRATION.md, 'Batch keys') and what the model plugin passes on to the tower")
     return ("the medium reached forward but its features did not reach the loss: the model's forward must put the "
             "tower's (and connector's) output at the placeholder tokens (the config's media token id is the "
             "processor's), and nothing may detach it or mask those tokens")
