@@ -20,7 +20,6 @@ from typing import Any
 
 from hooks.data.batch_spec import BatchSpec
 from hooks.data.candidates import Candidate, CandidateVerdict, DataEvidence, candidates, recommend
-from hooks.data.columns import for_data
 from hooks.data.parity import (
     ParityResult,
     data_plugin_files,
@@ -46,7 +45,7 @@ def candidate_config(scratch: Path, candidate: Candidate, answers: dict[str, Any
     context = {"model_id": answers["model_id"], "model_facts": answers["model_facts"],
                "model_path": answers["model_path"], "trust_remote_code": bool(answers.get("trust_remote_code")),
                "data_branch": candidate.branch, "chat_template": candidate.template,
-               "collator_id": candidate.collator_id, "data_json": answers.get("data_json") or "", "media_root": "",
+               "collator_id": candidate.collator_id, "data_json": "", "media_root": "",
                "framework": facts(dest)}
     config = yaml.safe_load(render_template_file("partials/config.yaml.jinja", context))
     plugins = [p for p in config["training"]["plugin"] if "/fsdp/models/" not in p]  # the model plugin is not data
@@ -60,7 +59,7 @@ def gather_evidence(dest: Path, answers: dict[str, Any], mindspeed_home: Path | 
                     in_process: bool = False) -> DataEvidence:
     """Try the candidates in order until one matches; the verdicts and the recommendation."""
     facts, model_dir = ModelFacts.from_dict(answers["model_facts"]), Path(answers["model_path"]).resolve()
-    spec = for_data(spec_for(facts, bool(answers.get("trust_remote_code"))), answers.get("data_json"))
+    spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     tried: list[tuple[Candidate, ParityResult]] = []
     with tempfile.TemporaryDirectory(prefix="msmm-candidates-") as tmp:  # candidate YAMLs and plugins
         scratch = Path(tmp)

@@ -452,9 +452,11 @@ def data_ranks(cfg: dict[str, Any], nproc: int) -> int:
 
 def _schedule(cfg: dict[str, Any]) -> tuple[int, bool]:
     """(the smoke's steps, whether the sampler shards the data per rank)."""
-    training = cfg.get("training") if isinstance(cfg.get("training"), dict) else {}
-    loader = (cfg.get("data") or {}).get("dataloader_param") if isinstance(cfg.get("data"), dict) else None
-    return int(training.get("train_iters") or 0), bool((loader or {}).get("data_sharding"))
+    def section(node: Any, key: str) -> dict[str, Any]:
+        return node[key] if isinstance(node, dict) and isinstance(node.get(key), dict) else {}
+
+    loader = section(section(cfg, "data"), "dataloader_param")
+    return int(section(cfg, "training").get("train_iters") or 0), bool(loader.get("data_sharding"))
 
 
 def smoke_real_items(cfg: dict[str, Any], data_json: Path, nproc: int) -> dict[str, RealItem]:
@@ -478,7 +480,8 @@ def _seen(records: dict[int, dict[str, Any]], step: int) -> tuple[Seen | None, s
     key = f"step{step}"
     batches = {rank: [BatchInput(**item) for item in record[f"{key}_batch"]]
                for rank, record in records.items() if isinstance(record.get(f"{key}_batch"), list)}
-    grads = (records.get(0) or {}).get(f"{key}_grads") or {}
+    first = records.get(0) or {}  # rank 0's: the gradients gathered whole
+    grads = first.get(f"{key}_grads") or {}
     failed = [f"rank {rank}: {record[f'{key}_batch']['error']}" for rank, record in sorted(records.items())
               if isinstance(record.get(f"{key}_batch"), dict) and "error" in record[f"{key}_batch"]]
     cause = (f"the observer could not describe the step-{step} batch ({'; '.join(failed)})" if failed else
@@ -487,7 +490,7 @@ def _seen(records: dict[int, dict[str, Any]], step: int) -> tuple[Seen | None, s
              f"the observer recorded no step-{step} gradients" if not grads else "")
     if cause:
         return None, cause
-    no_grad = (records.get(0) or {}).get(f"{key}_no_grad")
+    no_grad = first.get(f"{key}_no_grad")
     return Seen(batches, grads, no_grad if isinstance(no_grad, dict) else None), ""
 
 
@@ -513,7 +516,8 @@ def prove_media(observed: Path, cfg: dict[str, Any], data_json: Path,
             present = ", ".join(m for m, item in real.items() if item.step == step)
             return [], [], [f"{present}: could not evaluate whether the data's media reached forward: {cause}"]
         seen[step] = found
-    zero = (observed_ranks.get(0) or {}).get("connector_zero")
+    first = observed_ranks.get(0) or {}
+    zero = first.get("connector_zero")
     steps, _ = _schedule(cfg)
     ranks = data_ranks(cfg, nproc)
     last = min(steps * ranks, len(records) - len(records) % ranks)
