@@ -319,6 +319,24 @@ def test_the_sampler_deals_records_in_file_order_across_ranks() -> None:
     assert late["image"] == RealItem("image", 12, 0, 0)
 
 
+def test_a_medium_is_proven_only_at_a_step_where_no_other_medium_of_its_tower_is_trained() -> None:
+    """Image and video share the vision tower: at a step that trains both, the tower's gradient is theirs together.
+    The image is proven at the first step whose other records hold no video; where there is none, not verified."""
+    video, image, text = {"videos": ["v.mp4"]}, {"images": ["x.png"]}, {}
+    found = real_items([video, video, image, text, video, video], record_files({}), 2, 5)
+    assert found["image"] == RealItem("image", 2, 2, 0) and found["video"] == RealItem("video", 0, 1, 0)
+    shared = real_items([video, video, video, image, video, text, video, video], record_files({}), 2, 5)
+    assert shared["image"] == RealItem("image", 3, 2, 1, "video")
+    data = {**_data("video", 6, total=8), **_data("image", 1, total=8)}
+    seen = {1: Seen({0: [*TEXT, VIDEO], 1: [*TEXT, VIDEO]}, VL_GRADS, {})}
+    problems, verified, unknown = media_findings(data, seen, [], {**shared, "video": RealItem("video", 0, 1, 0)}, {})
+    assert problems == [] and [line.split(" reached")[0] for line in verified] == ["video"]
+    assert unknown == ["image: not verified on its own: every step that trains a real image (first a real image: "
+                       "record 4's, on rank 1 at step 2) also trains a real video through the same tower, whose "
+                       "gradient the tower's sums with the image's: move a record holding one to a step whose other "
+                       "records hold no video (the sampler deals records to ranks in file order)"]
+
+
 def test_wrapper_names_are_the_models_own() -> None:
     grads = {"model.visual.blocks.0._checkpoint_wrapped_module.attn.qkv.weight": 3e-3}
     assert tower("vision", grads, {}).roots == ["model.visual"]

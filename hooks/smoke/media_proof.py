@@ -140,12 +140,15 @@ def _held(record: dict[str, Any], medium: str, files_of: dict[str, Any]) -> tupl
 @dataclass(frozen=True)
 class RealItem:
     """Where the smoke trains a medium's first real item: record ``record`` (0-based, in file order) on ``rank`` at
-    ``step`` (1-based), or, with ``step`` 0, that no record holding it is trained within the smoke's steps."""
+    ``step`` (1-based); ``step`` 0: no record holding it is trained within the smoke's steps; ``shared``: every step
+    that trains one also trains a real item of another medium through the same tower (``image`` beside ``video``),
+    whose gradient the tower's sums with this one's."""
 
     medium: str
-    record: int  # -1: no record holds the medium
+    record: int
     step: int
     rank: int
+    shared: str = ""
 
     def text(self) -> str:
         return f"a real {self.medium}: record {self.record + 1}'s, on rank {self.rank} at step {self.step}"
@@ -165,16 +168,30 @@ def trained_at(index: int, total: int, ranks: int, sharding: bool = False) -> tu
 
 def real_items(records: list[dict[str, Any]], files_of: dict[str, Any], ranks: int, steps: int,
                sharding: bool = False) -> dict[str, RealItem]:
-    """Each medium the records hold -> where its first real item is trained (``RealItem.step`` 0: past ``steps``)."""
+    """Each medium the records hold -> where its first real item is trained alone among the media of its tower
+    (``RealItem.step`` 0: none within ``steps``; ``shared``: none alone, the first with another medium)."""
+    held = {medium: {i for i, record in enumerate(records) if any(_held(record, medium, files_of))} for medium in MEDIA}
+    at: dict[int, list[tuple[int, int]]] = {}  # step -> (rank, record) trained then
+    for i in range(len(records)):
+        if (place := trained_at(i, len(records), ranks, sharding)) and place[0] <= steps:
+            at.setdefault(place[0], []).append((place[1], i))
     found: dict[str, RealItem] = {}
     for medium in MEDIA:
-        held = [i for i, record in enumerate(records) if any(_held(record, medium, files_of))]
-        if not held:
+        if not held[medium]:
             continue
-        places = sorted((place, i) for i in held if (place := trained_at(i, len(records), ranks, sharding))
-                        and place[0] <= steps)
-        found[medium] = (RealItem(medium, places[0][1], places[0][0][0], places[0][0][1]) if places else
-                         RealItem(medium, held[0], 0, 0))
+        others = [m for m in MEDIA if m != medium and tower_for(m) == tower_for(medium)]
+        first: RealItem | None = None
+        for step in sorted(at):
+            mine = sorted((rank, i) for rank, i in at[step] if i in held[medium])
+            if not mine:
+                continue
+            beside = [m for m in others if any(i in held[m] for _, i in at[step])]
+            item = RealItem(medium, mine[0][1], step, mine[0][0], ", ".join(beside))
+            first = first or item
+            if not beside:
+                first = item
+                break
+        found[medium] = first or RealItem(medium, min(held[medium]), 0, 0)
     return found
 
 
@@ -395,6 +412,12 @@ def media_findings(data: dict[str, DataMedium], seen: dict[int, Seen], freeze: l
                            f"first record with one: {first}), only masked stand-ins: put a record with one among "
                            "the first records to prove it")
             continue
+        if item.shared:
+            unknown.append(f"{medium}: not verified on its own: every step that trains a real {medium} (first "
+                           f"{item.text()}) also trains a real {item.shared} through the same tower, whose gradient "
+                           f"the tower's sums with the {medium}'s: move a record holding one to a step whose other "
+                           f"records hold no {item.shared} (the sampler deals records to ranks in file order)")
+            continue
         step = seen.get(item.step)
         if step is None:
             unknown.append(f"{medium}: could not evaluate: the observer recorded nothing at step {item.step}, where "
@@ -470,7 +493,8 @@ def media_steps(cfg: dict[str, Any], data_json: Path, nproc: int) -> list[int]:
     """The steps at which some medium's first real item is trained: the observer records their batches and
     gradients (none where the data cannot be read: the proof then says it could not evaluate)."""
     try:
-        return sorted({item.step for item in smoke_real_items(cfg, data_json, nproc).values() if item.step})
+        return sorted({item.step for item in smoke_real_items(cfg, data_json, nproc).values()
+                       if item.step and not item.shared})
     except Exception:  # noqa: BLE001 - prove_media reports the unreadable data
         return []
 
@@ -510,7 +534,7 @@ def prove_media(observed: Path, cfg: dict[str, Any], data_json: Path,
     observed_ranks = {int(p.stem.removeprefix("observe_rank")): json.loads(p.read_text())
                       for p in sorted(Path(observed).glob("observe_rank*.json"))}
     seen: dict[int, Seen] = {}
-    for step in sorted({item.step for item in real.values() if item.step}):
+    for step in sorted({item.step for item in real.values() if item.step and not item.shared}):
         found, cause = _seen(observed_ranks, step)
         if found is None:
             present = ", ".join(m for m, item in real.items() if item.step == step)
