@@ -428,3 +428,26 @@ def test_text_only_data_has_nothing_to_prove(tmp_path: Path) -> None:
     records = [{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}]
     observed, data = _run(tmp_path, records, {})
     assert prove_media(observed, CFG, data) == ([], [], [])
+
+
+def test_the_observer_records_whether_each_connectors_weight_matrices_are_zero() -> None:
+    """The observer's ``connector_zero`` on a plain module (unsharded): Gemma 3's projection as from_config leaves it
+    is zeros; a tower's and the language model's matrices are not connectors; a 1-D norm weight is no matrix."""
+    import importlib
+
+    observer = importlib.import_module("hooks.smoke.observer.sitecustomize")
+
+    class Projector(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mm_input_projection_weight = torch.nn.Parameter(torch.zeros(4, 3))
+            self.mm_soft_emb_norm = torch.nn.LayerNorm(4)
+
+    model = torch.nn.Module()
+    model.vision_tower = torch.nn.Linear(3, 4)
+    model.multi_modal_projector = Projector()
+    model.language_model = torch.nn.Linear(3, 3)
+    assert observer.connector_zero(model) == {"multi_modal_projector.mm_input_projection_weight": True}
+    with torch.no_grad():
+        model.multi_modal_projector.mm_input_projection_weight[0, 0] = 0.1
+    assert observer.connector_zero(model) == {"multi_modal_projector.mm_input_projection_weight": False}
