@@ -60,6 +60,10 @@ def test_copy_with_defaults_matches_and_trains(arch: str, checkout: Path, tiny_m
     assert summary and int(summary.group(1)) >= 5, done.stdout[-2000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout, done.stdout[-3000:]  # the model's own objective
     assert "verified: image reached forward (" in done.stdout, done.stdout[-3000:]  # hooks.smoke.media_proof
+    if arch == "gemma3":  # issue 40: its projection is zeros, as from_config leaves it: a note, never a failure
+        assert re.search(r"verified: image reached forward \([^)]*\) and model\.multi_modal_projector got a gradient "
+                         r"\(norm [^)]+\) at step 1, model\.vision_tower none: note: model\.multi_modal_projector's "
+                         r"weights are all zero", done.stdout), done.stdout[-3000:]
     # issue 35: the activation estimate within 15 % for every layer kind on every rank (else a WARNING names it)
     activations = [line for line in done.stdout.splitlines() if "activations saved for backward" in line]
     assert len(activations) >= 2 and not any("WARNING" in line for line in activations), activations

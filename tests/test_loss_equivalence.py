@@ -172,7 +172,8 @@ def test_the_clean_scaffold_verifies_the_objective(scaffold: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:]
     assert "verified: loss equivalence: step-1 loss" in done.stdout and "relative error" in done.stdout
     # the generated sample's 8 images reached forward and the vision tower trained (hooks.smoke.media_proof)
-    line = (r"verified: image reached forward \(pixel_values \[\d+, \d+\] on rank 0, 2 ranks in all\) and "
+    line = (r"verified: image reached forward \(pixel_values \[\d+, \d+\] on rank 0, 2 ranks in all; a real one: "
+            r"record 1\) and "
             r"model\.visual got a gradient \(norm \d\.\de-\d\d\) at step 1")
     assert re.search(line, done.stdout), done.stdout[-3000:]
 
@@ -198,7 +199,8 @@ def test_a_collator_that_loses_the_pixels_fails_the_smoke_naming_the_image(scaff
         _revert(scaffold)
     print(done.stdout[-3000:])
     assert done.returncode != 0, done.stdout[-3000:]
-    line = (r"image: the data names 8 image files but no image input reached forward \(batch keys: \[[a-z_, ]*"
+    line = (r"image: the data names 8 image files but no image input reached forward at step 1 on rank 0, which "
+            r"trains record 1's \(batch keys: \[[a-z_, ]*"
             r"image_grid_thw[a-z_, ]*\]; image_grid_thw holds no image content\): the model trained on the "
             r"placeholder's text")
     assert re.search(line, done.stdout) and "pixel_values" not in done.stdout.split("batch keys: ")[1].split("]")[0], \
@@ -241,5 +243,6 @@ def test_a_plugin_that_never_feeds_the_pixels_to_the_tower_fails_naming_it(scaff
         _revert(scaffold)
     print(done.stdout[-3000:])
     assert done.returncode != 0, done.stdout[-3000:]
-    assert ("image: pixel_values reached forward but model.visual's parameters got no gradient at step 1"
-            in done.stdout), done.stdout[-3000:]
+    assert re.search(r"image: pixel_values reached forward \([^)]*\) but model.visual got none at step 1: the "
+                     r"image's features did not reach the loss", done.stdout), done.stdout[-3000:]
+    assert "hint: the medium reached forward but its features did not reach the loss" in done.stdout

@@ -197,7 +197,7 @@ def batch_parity(config: dict[str, Any], model_dir: Path, spec: BatchSpec) -> di
     refused = framework_import_error()
     if refused:
         return {"verdict": "error", "environment": refused, "details": [f"could not evaluate: {refused}"]}
-    media = spec.media or ["image"]
+    media = list(spec.media)  # none for text-only data (hooks.data.columns.for_data): the text-only sample alone
     rate = int(spec.sample_format.get("sampling_rate") or 16000)
     with tempfile.TemporaryDirectory(prefix="msmm-parity-") as tmp:
         work = Path(tmp)

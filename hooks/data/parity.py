@@ -39,6 +39,7 @@ from typing import Any
 from hooks import TEMPLATE_ROOT, cache_root, env_with_hooks, scaffold
 from hooks.data import MODEL_CODE_KINDS
 from hooks.data.batch_spec import BatchSpec
+from hooks.data.columns import for_data
 from hooks.model.facts import ModelFacts
 from hooks.model.processor_facts import ChatSlots
 from hooks.model.shrink import is_weight_file
@@ -284,7 +285,7 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(str(scaffold.model_plugin_dir(model_id))) or
                                     branch == "b" or model_code]
-    spec = spec_for(facts, bool(answers.get("trust_remote_code")))
+    spec = for_data(spec_for(facts, bool(answers.get("trust_remote_code"))), answers.get("data_json"))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
         # branch c's records carry images (the field mapping has no video yet)
         spec = replace(spec, video=False, branch=branch, model_id=model_id, sample_format=sample_format)

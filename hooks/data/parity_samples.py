@@ -72,7 +72,8 @@ def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str,
 
     One file each, so that a sample the model's processor cannot take (two differently sized images
     on Perception-LM) fails alone rather than the whole dataset build. With ``video``, a clip sample
-    comes before the text-only one (last).
+    comes before the text-only one (last), and every record has a ``videos`` column (empty but the clip's): a YAML
+    that maps it (data with videos, ``hooks.data.columns``) has MindSpeed-MM's converter read it from every record.
     """
     from PIL import Image
 
@@ -91,8 +92,8 @@ def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str,
                 write_wav(path, demo_audio(tone, seconds)[0])
                 audios.append(path.name)
             messages.append({"role": role, "content": "<audio>" * len(clips) + "<image>" * len(pictures) + text})
-        records.append({"messages": messages, "images": images, "name": name,
-                        **({"audios": audios} if "audio" in media else {})})  # the YAML maps the column
+        records.append({"messages": messages, "images": images, "name": name, **({"videos": []} if video else {}),
+                        **({"audios": audios} if "audio" in media else {})})  # the YAML maps the columns
     if video:
         write_video(dest / "clip.mp4")
         records.append({"messages": [{"role": "user", "content": "<video>" + VIDEO[2][0][1]},
@@ -100,7 +101,8 @@ def write_samples(dest: Path, video: bool = False, media: list[str] | tuple[str,
                         "images": [], "videos": ["clip.mp4"], "name": "video", **({"audios": []} if "audio" in media
                                                                                      else {})})
     records.append({"messages": [{"role": "user", "content": "Say hi."}, {"role": "assistant", "content": "Hi."}],
-                    "images": [], "name": "text only", **({"audios": []} if "audio" in media else {})})
+                    "images": [], "name": "text only", **({"videos": []} if video else {}),
+                    **({"audios": []} if "audio" in media else {})})
     paths = []
     for index, record in enumerate(records):
         paths.append(dest / f"sample{index}.json")

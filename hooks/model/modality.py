@@ -46,3 +46,28 @@ def tower_medium(module: str) -> str | None:
 def tower_for(medium: str) -> str:
     """The tower kind that encodes ``medium``: videos go through the vision tower."""
     return "audio" if medium == "audio" else "vision"
+
+
+# A connector (projector) carries a tower's features into the language model: ``multi_modal_projector`` (LLaVA,
+# Gemma 3, Qwen2-Audio), ``mm_projector``, Idefics' ``connector``, InternVL's ``mlp1``, aligners and resamplers. One
+# inside a tower (Qwen2.5-VL's ``visual.merger``) is the tower's own; only those beside the towers are connectors.
+_CONNECTOR = re.compile(r"^(\w*projector|connector|mm_proj\w*|aligner|\w*resampler|mlp1|merger|adapter)$")
+
+
+def connector_module(name: str) -> str | None:
+    """The outermost module of parameter ``name`` that is a connector beside the towers (None: in none, or in a
+    tower, whose own projection the tower's gradient covers)."""
+    parts = name.split(".")[:-1]
+    for end in range(1, len(parts) + 1):
+        if tower_medium(".".join(parts[:end])):
+            return None
+        if _CONNECTOR.match(parts[end - 1]):
+            return ".".join(parts[:end])
+    return None
+
+
+def connector_kind(module: str, kinds: set[str]) -> set[str]:
+    """The tower kinds (``vision``/``audio``) whose features ``module`` carries: the one its name says, else every kind
+    the model has a tower of (LLaVA's ``multi_modal_projector`` is the vision tower's, Qwen2-Audio's the audio's)."""
+    named = tower_medium(module)
+    return {named} if named else set(kinds)

@@ -18,6 +18,7 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, scaffold
 from hooks.data.batch_keys import batch_keys
+from hooks.data.columns import data_has
 from hooks.model.facts import ModelFacts
 from hooks.render.destination import resolved, resolved_answers
 
@@ -107,21 +108,6 @@ def cutoff_len(facts: ModelFacts | dict[str, Any] | None) -> int:
 
     typed = ModelFacts.of(facts)
     return sample_cutoff(typed.processor.one_image_tokens or 0 if typed else 0)
-
-
-def data_has(data_json: str, column: str) -> bool:
-    """Whether the training data names files in ``column`` (``audios``): the YAML maps a media column only for data
-    that has it, as MindSpeed-MM's examples do (its converter reads a mapped column from every record, and a file
-    without it fails). Without data (a placeholder path) True: the smoke's generated sample has the column."""
-    if not str(data_json or "").strip():
-        return True
-    from hooks.data.preflight import DataError, read_records
-
-    try:
-        records = read_records(Path(str(data_json)).expanduser())
-    except (DataError, OSError):
-        return True
-    return any(isinstance(r, dict) and r.get(column) for r in records)
 
 
 RENDER_FILTERS = {

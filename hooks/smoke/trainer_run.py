@@ -330,8 +330,10 @@ def run_framework_smoke(
     shutil.rmtree(observed, ignore_errors=True)
     spec = work_dir / "observe.json"
     prefix = f"{stage.name}." if stage else ""  # the trained sub-model's tensors in the folder
+    from hooks.smoke.media_proof import media_hint, media_steps, prove_media
+
     spec.write_text(json.dumps({"model_dir": str(Path(model_dir).resolve()), "out": str(observed.resolve()),
-                                "prefix": prefix}))
+                                "prefix": prefix, "media_steps": media_steps(cfg, Path(data_json), nproc)}))
     env = framework_env(Path(mm_home), mindspeed_home, cpu_bridges=device == "cpu", observe=spec.resolve())
     log_path = work_dir / "smoke_trainer.log"
     from hooks.smoke.reference_run import go_reference, loss_equivalence, read_experts, start_reference, stop_reference
@@ -372,15 +374,13 @@ def run_framework_smoke(
         problems, verified = settings_findings(run.log_text, cfg, Path(mm_home), observed=observed,
                                                model_dir=Path(model_dir), nproc=nproc)
         problems, verified = problems + wrong, verified + same
-        from hooks.smoke.media_proof import prove_media
-
-        # every medium of the data reached forward and its tower trained: never waived (ignored_settings)
-        untrained, media, media_unknown = prove_media(observed, cfg, Path(data_json))
+        # every medium of the data reached forward on a real item and changed the loss: never waived
+        untrained, media, media_unknown = prove_media(observed, cfg, Path(data_json), nproc)
         verified, unknown = verified + media, unknown + media_unknown
         result.notes += [f"verified: {line}" for line in verified] + [f"not verified: {line}" for line in unknown]
         result.memory_table = measured_memory(result, observed, cfg, Path(model_dir), nproc)  # issue 23
         errors = untrained[:]
-        result.hint = MEDIA_HINT if untrained else ""
+        result.hint = media_hint(untrained) if untrained else ""
         if problems and ignored_settings == "stop":
             errors.insert(0, "; ".join(problems) + " (-d ignored_settings=warn trains on anyway)")
         result.error = "; ".join(errors)
@@ -405,10 +405,6 @@ def expert_finding(result: SmokeResult, experts: dict[str, Any], log_text: str) 
         result.error = mismatch_error(log_text) or result.error
         result.hint = ("experts no token reaches got no gradient, so the ranks' gradient reduce-scatters can "
                        "differ (the WARNING above)")
-
-
-MEDIA_HINT = ("each medium's inputs must reach forward and its tower: compare the batch keys with forward's "
-              "(MIGRATION.md, 'Batch keys') and what the model plugin passes on to the tower")
 
 
 def measured_memory(result: SmokeResult, observed: Path, cfg: dict[str, Any], model_dir: Path, nproc: int) -> str:

@@ -33,8 +33,9 @@ from hooks.tiny.common import TinyParts
 
 # 2: Gemma 3n's pad embedding row is no longer zero (NaN gradients in padded batches); 3: Gemma 3's image
 # projection is drawn, not zeros (no vision-tower gradient at step 1); 4: Qwen3-Omni carries its release's chat
-# template; 5: Mllama's cross-attention gates are drawn, not zeros (as Gemma 3's projection)
-BUILD_VERSION = 5
+# template; 5: Mllama's cross-attention gates are drawn, not zeros (as Gemma 3's projection); 6: Gemma 3's image
+# projection is zeros again, as from_config leaves it (the media proof notes a zero connector, issue 40)
+BUILD_VERSION = 6
 MARKER = ".tiny-build.json"
 
 

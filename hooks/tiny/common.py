@@ -515,9 +515,9 @@ def _siglip_vision() -> dict[str, Any]:
 
 def draw_zero_weights(suffixes: tuple[str, ...], std: float) -> Callable[[Path], None]:
     """A ``finish`` that draws the saved tensors named ``*<suffix>`` from N(0, ``std``) (seeded), where the class
-    creates them as zeros: a gate or projection a release holds trained values in would otherwise multiply a tower's
-    output by 0 in a random-weight build, and the tower would get no gradient (Gemma 3's image projection,
-    Mllama's cross-attention gates), which the smoke's media proof rightly fails."""
+    creates them as zeros: a gate a release holds trained values in would otherwise multiply a tower's output by 0 in
+    a random-weight build (Mllama's cross-attention gates). Gemma 3's zero image projection is left as it is: a
+    user's fresh model has it, and the media proof judges the image by the projection's own gradient."""
 
     def finish(folder: Path) -> None:
         import torch

@@ -16,8 +16,10 @@ spec, collects them without editing a framework file (a ``sys.meta_path`` finder
 - at the first optimizer step, each parameter's gradient norm (before it) and, after it (gradients still
   there, AdamW states created), what this rank holds: ``hooks.model.memory_measure.measure_rank``, compared with
   the memory plan's arithmetic;
-- at the first step, which inputs the batch holds (``step1_batch``) and which parameters got no gradient
-  (``step1_no_grad``): ``hooks.smoke.media_proof`` proves each medium reached ``forward`` and its tower trained;
+- at the first step and at each step where a medium's first real item is trained (the spec's ``media_steps``),
+  which inputs the batch holds (``step<s>_batch``), each parameter's gradient norm (``step<s>_grads``) and which
+  parameters got none (``step<s>_no_grad``), and whether each connector's weights are all zero
+  (``connector_zero``): ``hooks.smoke.media_proof`` proves each medium reached ``forward`` and changed the loss;
 - the batches of the first ``RECORDED_STEPS`` steps as ``forward`` got them (``batch_rank<r>_step<s>.pt``,
   then ``batches_recorded_rank<r>``: the reference replays them while the trainer runs on)
   and, from ``training_log``, those steps' loss, grad norm and learning rate unrounded (the log prints
@@ -150,6 +152,7 @@ def _observing(spec_path: Path):  # noqa: ANN202 - returns the train_step wrappe
                 self._msmm_observed = True
                 spec = json.loads(spec_path.read_text())
                 out = Path(spec["out"])
+                self._msmm_media_steps = list(spec.get("media_steps") or [])
                 try:
                     _write(out, {"weights": check_weights(self.model, Path(spec["model_dir"]),
                                                           spec.get("prefix") or "")})
@@ -188,25 +191,63 @@ def without_gradient(model: Any) -> dict[str, bool]:
     return {name: bool(param.requires_grad) for name, param in model.named_parameters() if param.grad is None}
 
 
+def _media_steps(engine: Any) -> set[int]:
+    """The steps besides the first whose batches and gradients the media proof reads (the spec's ``media_steps``:
+    where a medium's first real item is trained, ``hooks.smoke.media_proof.media_steps``)."""
+    return {int(s) for s in getattr(engine, "_msmm_media_steps", ()) if int(s) > 1}
+
+
+def connector_zero(model: Any) -> dict[str, bool]:
+    """Each weight matrix of a connector beside the towers (``hooks.model.modality.connector_module``), gathered
+    whole: all zeros? A zero connector (a fresh one, as ``from_config`` leaves Gemma 3's projection) passes no
+    gradient back into its tower, which the media proof then notes instead of failing."""
+    _hooks_importable()
+    from hooks.model.modality import connector_module
+    from hooks.smoke.media_proof import plain_name
+
+    found = {}
+    for name, param in model.named_parameters():
+        if param.ndim < 2 or not param.requires_grad or connector_module(plain_name(name)) is None:
+            continue
+        whole = param.full_tensor() if hasattr(param, "full_tensor") else param
+        found[name] = not bool(whole.detach().count_nonzero())
+    return found
+
+
 def _measure_after_first_step(engine: Any, out: Path) -> None:
-    """Wrap this engine's ``optimizer.step`` once: after it, gradients are still there and states exist."""
+    """Wrap this engine's ``optimizer.step`` until the last step the media proof reads: before the first, the
+    connectors' zero weights; at the first and at each media step, the gradients (still there before it); after the
+    first, gradients still there and states created, what this rank holds."""
     optimizer = engine.optimizer
     step = optimizer.step
+    media = _media_steps(engine)
+    count = [0]
 
     def measured_step(*args: Any, **kwargs: Any) -> Any:
-        try:
-            _write(out, {"step1_grads": gradient_norms(engine.model), "step1_no_grad": without_gradient(engine.model)})
-        except Exception as err:  # noqa: BLE001 - reported by hooks.smoke.reference as "could not evaluate"
-            _write(out, {"step1_grads": {"error": f"{type(err).__name__}: {err}"}})
+        count[0] += 1
+        now = count[0]
+        if now == 1:
+            try:
+                _write(out, {"connector_zero": connector_zero(engine.model)})
+            except Exception as err:  # noqa: BLE001 - the media proof then says the zero check was not recorded
+                _write(out, {"connector_zero_error": f"{type(err).__name__}: {err}"})
+        if now == 1 or now in media:
+            try:
+                _write(out, {f"step{now}_grads": gradient_norms(engine.model),
+                             f"step{now}_no_grad": without_gradient(engine.model)})
+            except Exception as err:  # noqa: BLE001 - reported by hooks.smoke.reference as "could not evaluate"
+                _write(out, {f"step{now}_grads": {"error": f"{type(err).__name__}: {err}"}})
         result = step(*args, **kwargs)
-        optimizer.step = step
-        try:
-            _hooks_importable()
-            from hooks.model.memory_measure import measure_rank
+        if now >= max(media | {1}):
+            optimizer.step = step
+        if now == 1:
+            try:
+                _hooks_importable()
+                from hooks.model.memory_measure import measure_rank
 
-            _write(out, {"shards": measure_rank(engine.model, optimizer)})
-        except Exception as err:  # noqa: BLE001
-            _write(out, {"shards": {"error": f"{type(err).__name__}: {err}"}})
+                _write(out, {"shards": measure_rank(engine.model, optimizer)})
+            except Exception as err:  # noqa: BLE001
+                _write(out, {"shards": {"error": f"{type(err).__name__}: {err}"}})
         return result
 
     optimizer.step = measured_step
@@ -249,6 +290,8 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
             batch = get_batch(self, *args, **kwargs)
             count = getattr(self, "_msmm_batches", 0) + 1
             self._msmm_batches = count
+            if count == 1 or count in _media_steps(self):
+                _describe(Path(json.loads(spec_path.read_text())["out"]), batch, count)
             if count <= RECORDED_STEPS:
                 import torch
 
@@ -259,8 +302,6 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
                 partial = path.with_suffix(".part")
                 torch.save(kept, partial)
                 partial.replace(path)  # whole or absent: the reference reads them while we train
-                if count == 1:
-                    _describe_first(out, batch)
                 if count == RECORDED_STEPS:
                     _hooks_importable()
                     from hooks.smoke.reference_run import recorded_mark
@@ -273,15 +314,15 @@ def _recording(spec_path: Path):  # noqa: ANN202 - returns the get_batch wrapper
     return wrap
 
 
-def _describe_first(out: Path, batch: dict[str, Any]) -> None:
-    """The step-1 batch's inputs, described for ``hooks.smoke.media_proof`` (which media reached ``forward``)."""
+def _describe(out: Path, batch: dict[str, Any], step: int) -> None:
+    """A step's batch inputs, described for ``hooks.smoke.media_proof`` (which media reached ``forward``)."""
     try:
         _hooks_importable()
         from hooks.smoke.media_proof import describe_batch
 
-        _write(out, {"step1_batch": describe_batch(batch)})
+        _write(out, {f"step{step}_batch": describe_batch(batch)})
     except Exception as err:  # noqa: BLE001 - the media proof then says it could not evaluate
-        _write(out, {"step1_batch": {"error": f"{type(err).__name__}: {err}"}})
+        _write(out, {f"step{step}_batch": {"error": f"{type(err).__name__}: {err}"}})
 
 
 def _exact_figures(spec_path: Path):  # noqa: ANN202 - returns the training_log wrapper factory
