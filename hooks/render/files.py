@@ -123,9 +123,19 @@ def data_has(data_json: str, column: str) -> bool:
     return any(isinstance(r, dict) and r.get(column) for r in records)
 
 
+def data_attr(data_json: str) -> dict[str, str]:
+    """The YAML's ``attr`` keys for the turns of the training data: the role convention it is written in
+    (``hooks.data.shapes``: huggingface ``messages``/``role``/``content`` or LLaVA's sharegpt
+    ``conversations``/``from``/``value``, ``human``/``gpt``), which MindSpeed-MM's converter reads as mapped."""
+    from hooks.data.shapes import data_convention
+
+    return data_convention(data_json).attr()
+
+
 RENDER_FILTERS = {
     "msmm_batch_keys": lambda facts, branch, collator: batch_keys(ModelFacts.of(facts), branch, collator),
     "msmm_data_has": data_has,
+    "msmm_data_attr": data_attr,
     "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
     "msmm_copies_remote_code": copies_remote_code,
