@@ -246,14 +246,15 @@ def _video(path: Path, frames: int = 4) -> None:
             container.mux(packet)
 
 
-def mindspeed_example_data(root: Path) -> Path:
+def mindspeed_example_data(root: Path, video: bool = False) -> Path:
     """A data set in the formats MindSpeed-MM's omni examples give, tiny media generated:
 
     - ``llava_instruct_2_mllm_demo_format.py``'s output (``examples/qwen2.5omni/README.md`` section 2): ``images``
       first, then ``messages``; image paths ``./train2017/<name>`` relative to ``dataset_dir``, LLaVA's
       ``<image>\\n`` lead in the human turn; ``"images": []`` on a text-only record;
     - LLaMA-Factory's ``mllm_audio_demo.json`` records that README points at (section 1): ``<audio>`` in the
-      user turn, the clip in ``audios`` under ``mllm_demo_data/``.
+      user turn, the clip in ``audios`` under ``mllm_demo_data/``; with ``video``, its ``mllm_video_audio_demo.json``
+      record too: ``<video><audio>`` in the user turn, ``videos`` and ``audios``.
     """
     from PIL import Image
 
@@ -277,18 +278,31 @@ def mindspeed_example_data(root: Path) -> Path:
     records.append({"images": [], "messages": [{"role": "user", "content": "What is the capital of France?"},
                                                {"role": "assistant", "content": "Paris."}]})
     records.insert(1, records.pop(2))  # image, audio, image, audio, text: each rank's first batch a real medium
+    if video:
+        _video(root / "mllm_demo_data" / "4.mp4")
+        write_wav(root / "mllm_demo_data" / "4.wav", demo_audio(2, seconds=2.0)[0])
+        records.append({"messages": [{"content": "<video><audio>What is the video describing?", "role": "user"},
+                                     {"content": "A picture that darkens and brightens.", "role": "assistant"}],
+                        "videos": ["mllm_demo_data/4.mp4"], "audios": ["mllm_demo_data/4.wav"]})
     (root / "mllm_format_demo.json").write_text(json.dumps(records, ensure_ascii=False))
     return root / "mllm_format_demo.json"
 
 
+VIDEO_NEEDS_W_MEDIA = ("the YAML maps `videos` only once the media columns follow the data (issue 40, deliverable "
+                      "2's media columns, another branch); until then the trainer stops at step 0 on <video>")
+
+
 @pytest.mark.tier2
-def test_mindspeed_mm_example_data_trains_on_the_tiny_omni(tmp_path: Path, tiny_models, mm_home: Path,
+@pytest.mark.parametrize("video", [False, pytest.param(True, marks=[
+    pytest.mark.full_matrix, pytest.mark.xfail(strict=False, reason=VIDEO_NEEDS_W_MEDIA)])])
+def test_mindspeed_mm_example_data_trains_on_the_tiny_omni(video: bool, tmp_path: Path, tiny_models, mm_home: Path,
                                                            template_src: Path) -> None:
     """One copy of the tiny Qwen2.5-Omni with a data set in MindSpeed-MM's own example formats: data parity MATCH,
-    the real trainer's smoke PASS with image and audio each reaching forward, nothing outside the model's paths."""
+    the real trainer's smoke PASS with image and audio (and video) each reaching forward, nothing outside the
+    model's paths."""
     checkout = mm_checkout(mm_home, tmp_path / "mm")
     before = changed_paths(checkout)
-    data_json = mindspeed_example_data(tmp_path / "data")
+    data_json = mindspeed_example_data(tmp_path / "data", video)
     model_id = "omni_demo"
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id,
                 model_path=tiny_models("qwen2_5_omni"), data_json=data_json)
@@ -298,6 +312,8 @@ def test_mindspeed_mm_example_data_trains_on_the_tiny_omni(tmp_path: Path, tiny_
     assert re.search(r"smoke\[framework\] PASS: 5/5 iterations", done.stdout), done.stdout[-3000:]
     assert re.search(r"verified: audio reached forward", done.stdout), done.stdout[-3000:]
     assert re.search(r"verified: image reached forward", done.stdout), done.stdout[-3000:]
+    if video:
+        assert re.search(r"verified: video reached forward", done.stdout), done.stdout[-3000:]
     allowed = (".copier-answers/", f"examples/{model_id}/", f"mindspeed_mm/fsdp/models/{model_id}/",
                f"mindspeed_mm/fsdp/data/datasets/{model_id}/", "tests/st/")
     assert all(p.startswith(allowed) for p in changed_paths(checkout) - before)

@@ -321,9 +321,9 @@ def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fiel
     data = dataset_runtime()
     form = with_audio(sample_format(processor, model_dir), processor, audio_facts(processor, []))
     fmt = data.SampleFormat(**form)
-    mapping = data.FieldMap(**(fields or data_convention(str(data_json)).fields()))
-    root = media_root or data_json.parent
     records = read_records(data_json)
+    mapping = data.FieldMap(**(fields or data_convention(records).fields()))
+    root = media_root or data_json.parent
     cut = clip_error(extractor_of(processor)[1], mapping, records[:CHECKED_RECORDS], root)
     if cut:
         return cut

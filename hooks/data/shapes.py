@@ -27,13 +27,12 @@ over the data-parallel ranks. What it does with each shape decides here whether 
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 MEDIA_COLUMNS = ("images", "videos", "audios")
-PLACEHOLDERS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
+_MARKS = {"image": "<image>", "video": "<video>", "audio": "<audio>"}
 PART_MEDIUM = {"image": "image", "image_url": "image", "video": "video", "video_url": "video", "audio": "audio",
                "input_audio": "audio", "audio_url": "audio"}  # typed-part types (HF chat, OpenAI) -> medium
 
@@ -164,7 +163,7 @@ def typed_text(parts: list[Any]) -> str:
         if kind == "text":
             out.append(str(part.get("text", "")))
         elif kind in PART_MEDIUM:
-            out.append(PLACEHOLDERS[PART_MEDIUM[kind]])
+            out.append(_MARKS[PART_MEDIUM[kind]])
     return "".join(out)
 
 
@@ -219,30 +218,17 @@ def shapes_error(path: Path, records: list[dict[str, Any]]) -> str:
     return ""
 
 
-def data_convention(data_json: str) -> Convention:
-    """The convention the YAML's ``attr`` maps for ``data_json`` (the huggingface one without data, or for data
-    that the pre-flight stopped)."""
-    from hooks.data.preflight import DataError, read_records
-
-    if not str(data_json or "").strip():
-        return HUGGINGFACE
+def data_convention(records: list[dict[str, Any]]) -> Convention:
+    """The convention the YAML's ``attr`` maps for ``records`` (the huggingface one for data the pre-flight
+    stopped)."""
     try:
-        return convention_of(read_records(Path(os.path.expanduser(str(data_json)))))
-    except (DataError, ShapeError, OSError):
+        return convention_of(records)
+    except ShapeError:
         return HUGGINGFACE
 
 
-def records_error(data_json: str, ranks: int, micro_batch: int = 1, what: str = "the smoke") -> str:
-    """Whether ``data_json`` holds enough records to fill one micro batch on each of ``ranks`` ranks ("" when it
-    does, or when there is no data: the smoke's own sample has enough)."""
-    from hooks.data.preflight import DataError, read_records
-
-    if not str(data_json or "").strip():
-        return ""
-    try:
-        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
-    except (DataError, OSError):
-        return ""  # data_json's own check says why
+def records_error(count: int, ranks: int, micro_batch: int = 1, what: str = "the smoke") -> str:
+    """Whether ``count`` records fill one micro batch on each of ``ranks`` ranks ("" when they do)."""
     needed = ranks * micro_batch
     if count >= needed:
         return ""

@@ -221,10 +221,17 @@ def data_fields_error(data_json: str, data_fields: str, media_root: str = "", mo
 def smoke_records_error(data_json: str) -> str:
     """Enough records for the smoke's ranks (``hooks.data.shapes.records_error``): the most it launches (2 gloo
     ranks on CPU, ``smoke_ranks``), one sample each (its ``micro_batch_size``), whole batches only."""
+    from hooks.data.preflight import DataError, read_records
     from hooks.data.shapes import records_error
     from hooks.framework.environment import smoke_ranks
 
-    return records_error(str(data_json or ""), smoke_ranks("cpu", 0), 1, "the smoke")
+    if not str(data_json or "").strip():
+        return ""  # the smoke's own sample has enough
+    try:
+        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
+    except (DataError, OSError):
+        return ""  # data_json's own check says why
+    return records_error(count, smoke_ranks("cpu", 0), 1, "the smoke")
 
 
 def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], branch: str = "") -> str:

@@ -127,9 +127,15 @@ def data_attr(data_json: str) -> dict[str, str]:
     """The YAML's ``attr`` keys for the turns of the training data: the role convention it is written in
     (``hooks.data.shapes``: huggingface ``messages``/``role``/``content`` or LLaVA's sharegpt
     ``conversations``/``from``/``value``, ``human``/``gpt``), which MindSpeed-MM's converter reads as mapped."""
-    from hooks.data.shapes import data_convention
+    from hooks.data.preflight import DataError, read_records
+    from hooks.data.shapes import HUGGINGFACE, data_convention
 
-    return data_convention(data_json).attr()
+    if not str(data_json or "").strip():
+        return HUGGINGFACE.attr()
+    try:
+        return data_convention(read_records(Path(str(data_json)).expanduser())).attr()
+    except (DataError, OSError):
+        return HUGGINGFACE.attr()
 
 
 RENDER_FILTERS = {
