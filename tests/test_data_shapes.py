@@ -197,6 +197,14 @@ def test_the_sharegpt_convention_is_mapped_and_the_framework_converter_reads_it(
     assert [[t["role"] for t in o["_prompt"] + o["_response"]] for o in out] == [["user", "assistant"]] * 2
     assert out[0]["_system"] == "Be brief." and out[0]["_response"][0]["content"] == "Red."
     assert out[0]["_images"] == [str(data / "ok.png")] and out[1]["_images"] is None
+    # The parity's own samples (huggingface shape) are written in the YAML's convention for the framework's side
+    # (hooks.data.framework_batches): the converter reads them into the turns the huggingface attr reads.
+    from hooks.data.shapes import HUGGINGFACE, Convention
+
+    sample = {"messages": _turns(("system", "Be brief."), ("user", "<image>What color?"), ("assistant", "Red.")),
+              "images": ["ok.png"]}
+    assert framework_converted(Path(home), attr, [Convention.of_attr(attr).written(sample)], data) == \
+        framework_converted(Path(home), {**attr, **HUGGINGFACE.attr()}, [sample], data)
 
 
 CONVERT = """
@@ -226,6 +234,28 @@ def framework_converted(home: Path, attr: dict, records: list[dict], folder: Pat
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.tier2
+@pytest.mark.full_matrix
+def test_sharegpt_records_train_through_a_copy(tmp_path: Path, tiny_models, mm_home: Path,
+                                               template_src: Path) -> None:
+    """LLaVA's sharegpt records on the tiny Qwen2.5-VL: the YAML's attr reads them, data parity (its samples written
+    in that convention) MATCH, the real trainer's smoke PASS with the image proven."""
+    checkout = mm_checkout(mm_home, tmp_path / "mm")
+    data = tmp_path / "llava"
+    data.mkdir()
+    records = [{"conversations": [{"from": "human", "value": f"<image>\nWhat color is it? ({i})"},
+                                  {"from": "gpt", "value": f"It is {color}."}], "id": f"{i:012d}",
+                "images": [_image(data, f"{color}.png")]}
+               for i, color in enumerate(("red", "blue", "green", "white"))]
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="sgpt",
+                model_path=tiny_models(ARCH), data_json=_write(data, "llava.json", json.dumps(records)))
+    print(done.stdout[-3000:])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "data parity: MATCH" in done.stdout
+    assert re.search(r"smoke\[framework\] PASS: 5/5 iterations", done.stdout), done.stdout[-3000:]
+    assert re.search(r"verified: image reached forward", done.stdout), done.stdout[-3000:]
 
 
 # --- MindSpeed-MM's own example data (tier 2) --------------------------------------------------------

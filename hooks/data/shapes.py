@@ -60,6 +60,20 @@ class Convention:
         return {"conversations": self.messages}
 
 
+    @classmethod
+    def of_attr(cls, attr: dict[str, Any]) -> Convention:
+        """The convention a YAML's ``attr`` reads: its keys, ``DatasetAttr``'s defaults (sharegpt's) for the rest."""
+        return cls(**{**asdict(SHAREGPT), **{k: str(v) for k, v in attr.items() if k in asdict(SHAREGPT)}})
+
+    def written(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A huggingface-shape ``record`` (``messages`` of role/content) written in this convention: the parity's
+        own samples as the YAML's ``attr`` reads the user's data."""
+        tags = {"user": self.user_tag, "assistant": self.assistant_tag, "system": self.system_tag}
+        turns = [{self.role_tag: tags.get(t["role"], t["role"]), self.content_tag: t["content"]}
+                 for t in record.get("messages", [])]
+        return {**{k: v for k, v in record.items() if k != "messages"}, self.messages: turns}
+
+
 HUGGINGFACE = Convention()
 SHAREGPT = Convention("conversations", "from", "value", "human", "gpt")
 TAG_PAIRS = ((HUGGINGFACE.user_tag, HUGGINGFACE.assistant_tag), (SHAREGPT.user_tag, SHAREGPT.assistant_tag))
