@@ -28,7 +28,6 @@ over the data-parallel ranks. What it does with each shape decides here whether 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 MEDIA_COLUMNS = ("images", "videos", "audios")
@@ -217,19 +216,6 @@ def entry_fix(entry: Any) -> str:
 def _short(entry: Any) -> str:
     text = entry if isinstance(entry, str) else repr(entry)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def shapes_error(path: Path, records: list[dict[str, Any]]) -> str:
-    """The first record branches a and b cannot train as written ("" when every record can)."""
-    try:
-        convention = convention_of(records)
-    except ShapeError as err:
-        return str(err)
-    for index, record in enumerate(records, 1):
-        problem = record_error(record, index, convention)
-        if problem:
-            return problem
-    return ""
 
 
 def data_convention(records: list[dict[str, Any]]) -> Convention:
