@@ -90,17 +90,39 @@ class FieldMap:
             return [*turns, ("user", str(record[self.prompt])), ("assistant", str(record[self.response]))]
         for turn in record[self.conversations]:
             role = str(turn.get("role", turn.get("from", ""))).lower()
-            text = str(turn.get("content", turn.get("value", "")))
+            text = turn.get("content", turn.get("value", ""))
+            text = parts_text(text) if isinstance(text, list) else str(text)
             turns.append(("user" if role in USER_ROLES else "assistant" if role in ASSISTANT_ROLES else role, text))
         return turns
 
     def images_of(self, record: dict[str, Any]) -> list[str]:
-        value = record.get(self.images) or []
-        return [value] if isinstance(value, str) else list(value)
+        return _paths(record.get(self.images))
 
     def audios_of(self, record: dict[str, Any]) -> list[str]:
-        value = record.get(self.audios) or []
-        return [value] if isinstance(value, str) else list(value)
+        return _paths(record.get(self.audios))
+
+
+def parts_text(parts: list[Any]) -> str:
+    """Content given as typed parts (``[{"type": "text", "text": ...}, {"type": "image"}]``, chat style) as the text
+    the samples are built from: each text part's text, a placeholder where an image or audio part stands (the files
+    are the record's mapped images/audios, in order). A part of another kind cannot be placed: refused."""
+    marks = {"image": IMAGE_PLACEHOLDER, "audio": AUDIO_PLACEHOLDER}
+    out = []
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            out.append(str(part.get("text", "")))
+        elif kind in marks:
+            out.append(marks[kind])
+        else:
+            raise TypeError(f"a content part of type {kind!r} (this dataset plugin reads text, image and audio parts)")
+    return "".join(out)
+
+
+def _paths(value: Any) -> list[Any]:
+    """A media column's entries, a ``{"path": ...}`` object read as its path (other entries as given)."""
+    entries = [] if not value else [value] if isinstance(value, (str, dict)) else list(value)
+    return [e["path"] if isinstance(e, dict) and isinstance(e.get("path"), str) else e for e in entries]
 
 
 @dataclass(frozen=True)

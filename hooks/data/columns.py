@@ -23,15 +23,22 @@ RECORD_KEYS = {"image": "images", "video": "videos", "audio": "audios"}  # the h
 def data_columns(data_json: Any) -> set[str] | None:
     """The media columns (``images``, ``videos``, ``audios``) in which some record names a file; None without data
     (no path) or where it cannot be read (the data pre-flight names that)."""
+    records = _records(data_json)
+    if records is None:
+        return None
+    return {column for column in RECORD_KEYS.values() if any(isinstance(r, dict) and r.get(column) for r in records)}
+
+
+def _records(data_json: Any) -> list[dict[str, Any]] | None:
+    """The data's records; None without data (no path) or where they cannot be read (the pre-flight says why)."""
     if not str(data_json or "").strip():
         return None
     from hooks.data.preflight import DataError, read_records
 
     try:
-        records = read_records(Path(str(data_json)).expanduser())
+        return read_records(Path(str(data_json)).expanduser())
     except (DataError, OSError):
         return None
-    return {column for column in RECORD_KEYS.values() if any(isinstance(r, dict) and r.get(column) for r in records)}
 
 
 def data_has(data_json: Any, column: str, default: bool = True) -> bool:
@@ -49,3 +56,14 @@ def for_data(spec: Any, data_json: Any) -> Any:
         return spec
     return replace(spec, media=[m for m in spec.media if RECORD_KEYS[m] in found],
                    video=bool(spec.video and RECORD_KEYS["video"] in found))
+
+
+def data_attr(data_json: Any) -> dict[str, str]:
+    """The YAML's ``attr`` keys for the turns of the training data (the render filter ``msmm_data_attr``): the role
+    convention it is written in (``hooks.data.shapes``: huggingface ``messages``/``role``/``content`` or LLaVA's
+    sharegpt ``conversations``/``from``/``value``, ``human``/``gpt``), which MindSpeed-MM's converter reads as
+    mapped; the huggingface keys without data."""
+    from hooks.data.shapes import HUGGINGFACE, data_convention
+
+    records = _records(data_json)
+    return HUGGINGFACE.attr() if records is None else data_convention(records).attr()

@@ -52,11 +52,17 @@ def mindspeed_batches(config: dict[str, Any], sample_files: list[Path], work: Pa
                  max_samples=None, streaming=False, overwrite_cache=True)
     for key in ("val_dataset", "val_max_samples", "val_rate"):
         basic.pop(key, None)
+    from hooks.data.shapes import HUGGINGFACE, Convention
+
+    convention = Convention.of_attr(dataset_param.get("attr") or {})  # the user's turns, as the YAML maps them
     rows: list[Any] = []
     for path in sample_files:
         try:
-            one = {**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}}
             record = json.loads(path.read_text())[0]
+            if convention != HUGGINGFACE:  # the sample written as the user's data is: the YAML's attr reads it
+                path = path.with_name(f"{path.stem}.attr{path.suffix}")
+                path.write_text(json.dumps([convention.written(record)]))
+            one = {**dataset_param, "basic_parameters": {**basic, "dataset": str(path)}}
             for column in ("videos", "audios"):  # a YAML maps these columns only for such data
                 if column in record:
                     one["attr"] = {**one.get("attr", {}), column: column}

@@ -89,22 +89,22 @@ def data_error(data_json: str, data_branch: str = "a") -> str:
         return str(err)
     if data_branch == "c":
         return ""  # any shape: data_fields maps it (checked at that question)
-    for index, record in enumerate(records[:CHECKED_RECORDS], 1):
-        messages = record.get("messages")
-        if not isinstance(messages, list) or not messages:
-            return (f"data_json: record {index} of {path} has no 'messages' list (the huggingface shape: messages "
-                    "with role/content, images, videos); convert it, or answer data_branch=c and map its keys "
-                    "with data_fields")
-    for index, record in enumerate(records, 1):  # every record: the trainer preprocesses them all at start
-        problem = placeholder_error(record)
+    from hooks.data.shapes import ShapeError, convention_of, record_error
+
+    try:  # every record: the trainer converts and preprocesses them all at start
+        convention = convention_of(records)
+    except ShapeError as err:
+        return str(err)
+    for index, record in enumerate(records, 1):
+        problem = record_error(record, index, convention) or placeholder_error(record, convention)
         if problem:
-            return f"data_json: record {index} of {path} {problem}"
+            return problem if problem.startswith("data_json:") else f"data_json: record {index} of {path} {problem}"
     from hooks.data.records import answer_error, dataset_runtime
 
-    return answer_error(path, records, dataset_runtime().FieldMap())  # the huggingface shape: messages of role/content
+    return answer_error(path, records, dataset_runtime().FieldMap(**convention.fields()))
 
 
-def placeholder_error(record: dict[str, Any]) -> str:
+def placeholder_error(record: dict[str, Any], convention: Any = None) -> str:
     """Why the record's ``<image>``/``<video>``/``<audio>`` placeholders and its media lists disagree ("" when
     they match).
 
@@ -118,12 +118,16 @@ def placeholder_error(record: dict[str, Any]) -> str:
     ``IMAGE_PLACEHOLDER``/``VIDEO_PLACEHOLDER``/``AUDIO_PLACEHOLDER`` environment overrides, as there
     (``mm_plugin.py:18``).
     """
-    messages = record.get("messages")
+    from hooks.data.shapes import HUGGINGFACE
+
+    attr = convention or HUGGINGFACE  # the YAML's attr: which keys hold the turns (hooks.data.shapes)
+    messages = record.get(attr.messages)
     if not isinstance(messages, list):
         return ""
-    if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
+    if messages and isinstance(messages[0], dict) and messages[0].get(attr.role_tag) == attr.system_tag:
         messages = messages[1:]
-    texts = [m["content"] for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
+    texts = [m[attr.content_tag] for m in messages
+             if isinstance(m, dict) and isinstance(m.get(attr.content_tag), str)]
     for kind, key in MEDIA_KEYS:
         tag = os.environ.get(f"{kind.upper()}_PLACEHOLDER", f"<{kind}>")
         value = record.get(key)
@@ -179,9 +183,11 @@ def media_error(data_json: str, media_root: str,
         except (KeyError, TypeError, AttributeError):
             return ""  # a mapping problem: data_fields' own check says why
         for ref in refs:
-            if "://" in ref.name:
-                continue  # fetched by the data path itself
             named = f"record {index} names {ref.name} in '{ref.key}'"
+            if "://" in ref.name:  # neither the framework's loaders nor branch c's plugin fetch a URL
+                from hooks.data.shapes import entry_fix, entry_problem
+
+                return f"data_json: {named}, {entry_problem(ref.name)}; {entry_fix(ref.name)}"
             target = (root / os.path.expanduser(ref.name)).resolve()
             if not target.is_relative_to(root):
                 return (f"{field}: {named}, outside {root}; keep the media under media_root (relative paths) or set "
@@ -309,15 +315,78 @@ def length_error(model_dir: Path, data_json: Path, media_root: Path | None, fiel
     processor = AutoProcessor.from_pretrained(str(model_dir), trust_remote_code=trust_remote_code)
     if not hasattr(processor, "tokenizer"):
         return ""
+    from hooks.data.audio import extractor_of
+    from hooks.data.shapes import data_convention
+
     data = dataset_runtime()
     form = with_audio(sample_format(processor, model_dir), processor, audio_facts(processor, []))
     fmt = data.SampleFormat(**form)
-    mapping = data.FieldMap(**fields)
+    records = read_records(data_json)
+    mapping = data.FieldMap(**(fields or data_convention(records).fields()))
     root = media_root or data_json.parent
+    cut = clip_error(extractor_of(processor)[1], mapping, records[:CHECKED_RECORDS], root)
+    if cut:
+        return cut
     with tempfile.TemporaryDirectory(prefix="msmm-clips-") as clips:
         if fmt.kind == "template":  # the processor's own template call, loaded as the dataset plugin loads it
             processor = template_call(processor, form, model_dir, Path(clips))
-        return _first_too_long(processor, data, fmt, mapping, read_records(data_json)[:LENGTH_RECORDS], root, cutoff)
+        return _first_too_long(processor, data, fmt, mapping, records[:LENGTH_RECORDS], root, cutoff)
+
+
+def clip_error(extractor: Any, mapping: Any, records: list[dict[str, Any]], root: Path) -> str:
+    """The first clip the feature extractor cuts ("" when it keeps every clip whole, or cannot be asked).
+
+    MindSpeed-MM's mm_plugin hands each clip to the extractor as ``feature_extractor(audios, sampling_rate=...,
+    return_attention_mask=True, padding="max_length")`` (``mm_plugin.py:356``), leaving ``truncation`` at its
+    default: Whisper's extractor (Qwen2-Audio, the Qwen-Omni thinkers) then keeps the first ``n_samples`` (30 s)
+    and drops the rest without a word, so the answer is trained on a clip the model never heard whole. A clip
+    longer than ``n_samples`` is run through the extractor whole and cut at ``n_samples``: the same features mean
+    the tail was dropped (the property, not the length alone).
+    """
+    kept = int(getattr(extractor, "n_samples", 0) or 0)
+    rate = int(getattr(extractor, "sampling_rate", 0) or 0)
+    if not kept or not rate:
+        return ""
+    import numpy as np
+
+    from hooks.data.records import dataset_runtime
+
+    for index, record in enumerate(records, 1):
+        try:
+            names = [n for n in mapping.audios_of(record) if isinstance(n, str)]
+        except (KeyError, TypeError, AttributeError):
+            return ""
+        for name in names:
+            path = Path(root) / name
+            if _seconds(path) * rate <= kept:
+                continue
+            try:
+                clip = dataset_runtime().load_audios([name], Path(root), rate)[0]
+                whole, first = (extractor([c], sampling_rate=rate, return_attention_mask=True, padding="max_length",
+                                          return_tensors="np") for c in (clip, clip[:kept]))
+            except Exception:  # noqa: BLE001 - could not evaluate: the smoke reads the clip
+                continue
+            if all(np.array_equal(whole[k], first[k]) for k in whole.keys()):
+                return (f"data_json: record {index} names {name}, a {len(clip) / rate:.1f} s clip, but "
+                        f"{type(extractor).__name__} keeps the first {kept / rate:g} s of each clip (n_samples "
+                        f"{kept} at {rate} Hz) and drops the rest without a word; split the clip into pieces of at "
+                        f"most {kept / rate:g} s (one record each, the answer about that piece) or trim it")
+    return ""
+
+
+def _seconds(path: Path) -> float:
+    """A clip's duration from its header (0 when it cannot be read: the decode check says why)."""
+    try:
+        import soundfile
+
+        return float(soundfile.info(str(path)).duration)
+    except Exception:  # noqa: BLE001 - no soundfile, or a format libsndfile does not read: librosa's estimate
+        try:
+            import librosa
+
+            return float(librosa.get_duration(path=str(path)))
+        except Exception:  # noqa: BLE001
+            return 0.0
 
 
 def _first_too_long(processor: Any, data: Any, fmt: Any, mapping: Any, records: list[dict[str, Any]], root: Path,
@@ -332,10 +401,25 @@ def _first_too_long(processor: Any, data: Any, fmt: Any, mapping: Any, records: 
             continue
         length = int(sample["input_ids"].shape[-1])
         if length > cutoff:
+            ways = shorter(record, images, audios)
             return (f"data_json: record {index} becomes {length} tokens with its media expanded, over the YAML's "
-                    f"cutoff_len {cutoff} (the sample would be cut inside it); shorten the record or resize its "
-                    "images, or raise data.dataset_param.basic_parameters.cutoff_len after the copy")
+                    f"cutoff_len {cutoff} (the sample would be cut inside it); {ways}, or raise "
+                    "data.dataset_param.basic_parameters.cutoff_len after the copy")
     return ""
+
+
+def shorter(record: dict[str, Any], images: list[Any], audios: list[Any]) -> str:
+    """How to make a record fewer tokens, per medium it holds: what the data path keeps of each and what to change."""
+    ways = ["shorten its text"]
+    if images:
+        ways.append(f"fewer or smaller images (each of its {len(images)} keeps up to preprocess_parameters."
+                    "image_max_pixels pixels, branch c the processor's own size: resize them or lower that)")
+    if audios:
+        ways.append(f"fewer or shorter clips (each of its {len(audios)} becomes tokens for every second the feature "
+                    "extractor keeps: trim them or split the record)")
+    if record.get("videos"):
+        ways.append("fewer video frames (preprocess_parameters.video_fps, video_maxlen; smaller: video_max_pixels)")
+    return "; ".join(ways)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -304,6 +304,11 @@ def fields_error(data_json: str, text: str) -> str:
         return ""
     try:
         records = dataset_runtime().read_records(Path(data_json).expanduser())
+        from hooks.data.shapes import mapped_error
+
+        shaped = mapped_error(records, mapping)
+        if shaped:
+            return shaped
         mapping.turns(records[0])
     except (OSError, ValueError, IndexError) as err:
         return f"data_json: cannot read a record from {data_json} ({type(err).__name__}: {err})"

@@ -215,7 +215,24 @@ def data_fields_error(data_json: str, data_fields: str, media_root: str = "", mo
     return (_untaken(data_json, model_facts, mapping.audios_of, mapping.images_of,
                      lambda r: [text for _, text in mapping.turns(r)], branch="c")
             or media_error(str(data_json or ""), str(media_root or ""), mapped_media(mapping))
-            or cutoff_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts))
+            or cutoff_error(data_json, media_root, data_fields, model_path, python, trust_remote_code, model_facts)
+            or smoke_records_error(data_json))
+
+
+def smoke_records_error(data_json: str) -> str:
+    """Enough records for the smoke's ranks (``hooks.data.shapes.records_error``): the most it launches (2 gloo
+    ranks on CPU, ``smoke_ranks``), one sample each (its ``micro_batch_size``), whole batches only."""
+    from hooks.data.preflight import DataError, read_records
+    from hooks.data.shapes import records_error
+    from hooks.framework.environment import smoke_ranks
+
+    if not str(data_json or "").strip():
+        return ""  # the smoke's own sample has enough
+    try:
+        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
+    except (DataError, OSError):
+        return ""  # data_json's own check says why
+    return records_error(count, smoke_ranks("cpu", 0), 1, "the smoke")
 
 
 def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], branch: str = "") -> str:
@@ -243,7 +260,8 @@ def media_root_error(data_json: str, media_root: str, data_branch: str = "a", mo
         return check("", str(media_root or ""))  # the folder only
     return (_untaken(data_json, model_facts, branch=str(data_branch)) or check(str(data_json or ""),
                                                                                 str(media_root or ""))
-            or cutoff_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts))
+            or cutoff_error(data_json, media_root, "", model_path, python, trust_remote_code, model_facts)
+            or smoke_records_error(data_json))
 
 
 def _stop_on_error(check: Callable[..., str], *, interactive: bool = True) -> Callable[..., str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from hooks import TEMPLATE_ROOT, scaffold
 from hooks.data.batch_keys import batch_keys
-from hooks.data.columns import data_has
+from hooks.data.columns import data_attr, data_has
 from hooks.model.facts import ModelFacts
 from hooks.render.destination import resolved, resolved_answers
 
@@ -113,6 +113,7 @@ def cutoff_len(facts: ModelFacts | dict[str, Any] | None) -> int:
 RENDER_FILTERS = {
     "msmm_batch_keys": lambda facts, branch, collator: batch_keys(ModelFacts.of(facts), branch, collator),
     "msmm_data_has": data_has,
+    "msmm_data_attr": data_attr,
     "msmm_cutoff_len": cutoff_len,
     "msmm_fields_json": fields_json,
     "msmm_copies_remote_code": copies_remote_code,
