@@ -318,13 +318,8 @@ def mindspeed_example_data(root: Path, video: bool = False) -> Path:
     return root / "mllm_format_demo.json"
 
 
-VIDEO_NEEDS_W_MEDIA = ("the YAML maps `videos` only once the media columns follow the data (issue 40, deliverable "
-                      "2's media columns, another branch); until then the trainer stops at step 0 on <video>")
-
-
 @pytest.mark.tier2
-@pytest.mark.parametrize("video", [False, pytest.param(True, marks=[
-    pytest.mark.full_matrix, pytest.mark.xfail(strict=False, reason=VIDEO_NEEDS_W_MEDIA)])])
+@pytest.mark.parametrize("video", [False, pytest.param(True, marks=pytest.mark.full_matrix)])
 def test_mindspeed_mm_example_data_trains_on_the_tiny_omni(video: bool, tmp_path: Path, tiny_models, mm_home: Path,
                                                            template_src: Path) -> None:
     """One copy of the tiny Qwen2.5-Omni with a data set in MindSpeed-MM's own example formats: data parity MATCH,
