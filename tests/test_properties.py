@@ -66,6 +66,8 @@ CLASSES = {
     "paths:tilde": "data_json and media_root answered as ~/...",
     "paths:relative": "data_json and media_root answered relative to the directory copier runs in",
     "model_folder": f"tiny model folders with one defect of {', '.join(FOLDER_DEFECTS[1:])}",
+    "destination": "a copy into a sub-folder of a checkout, a folder that is no checkout, or a checkout with the "
+                   "user's own file at a path the copy writes (copier's CLI)",
 }
 # The classes whose checks this branch has (CI runs them). The others are found failing here and are enabled as
 # the branches that add their checks are merged (see FOUND and docs/tests.md).
@@ -315,8 +317,6 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
         return "trained"
 
 
-# The failures this test found, each kept as an explicit example (named after its class); see the report in
-# docs/tests.md. They run first on every run.
 @pytest.mark.tier2
 @PROFILE
 @given(case=data_cases(enabled_classes()))
@@ -325,6 +325,110 @@ def test_data_sets_train_or_stop_before_writing(case: tuple[str, DataSpec], data
     arch, spec = case
     outcome = check_data_set(arch, spec, data_models, worker, places, mm_home)
     _count("data sets", f"{arch} {outcome}")
+
+
+def _one(**fields: Any) -> RecordSpec:
+    return RecordSpec(**fields)
+
+
+# Every failure this test found, kept as a named regression case: (its class, the helper of issue 40 whose
+# branch adds the check, arch, the data set, what happened on this branch). A case runs when its class is enabled.
+FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
+    "video records, videos column not mapped": (
+        "media:video", "w-media", "qwen2_5_vl", DataSpec((_one(media=(("video", 1),)),)),
+        "accepted; MindSpeed-MM raises 'The number of videos does not match the number of <video> tokens' (the "
+        "YAML leaves '# videos: videos' commented out)"),
+    "text-only records without an images column": (
+        "record:absent_columns", "w-media", "qwen2_5_omni", DataSpec((_one(empty_columns=False),)),
+        "accepted; MindSpeed-MM raises KeyError: 'images' (the YAML always maps images: images)"),
+    "audio-only records without an images column": (
+        "record:absent_columns", "w-media", "qwen2_5_omni", DataSpec((_one(media=(("audio", 1),),
+                                                                             empty_columns=False),)),
+        "accepted; MindSpeed-MM raises KeyError: 'images'"),
+    "media given as objects": (
+        "record:media_form", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="object"),)),
+        "accepted (the media check skips non-strings); MindSpeed-MM raises TypeError: join() argument must be str, "
+        "bytes, or os.PathLike object, not 'dict'"),
+    "media given as URLs": (
+        "record:media_form", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="url"),)),
+        "accepted (the media check skips '://'); MindSpeed-MM raises FileNotFoundError: No such file or directory: "
+        "'https://...'"),
+    "content as typed parts": (
+        "record:record_shape", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), shape="typed"),)),
+        "accepted (placeholders are counted in string contents only); MindSpeed-MM raises AttributeError: 'list' "
+        "object has no attribute 'strip'"),
+    "roles in capitals": (
+        "record:roles", "w-shapes", "qwen2_5_vl", DataSpec((_one(roles=("USER", "ASSISTANT")),)),
+        "accepted; MindSpeed-MM's converter drops the record (role tags user/assistant only): 0 of 1 records train"),
+    "the model role (user/model)": (
+        "record:roles", "w-shapes", "qwen2_5_vl",
+        DataSpec((_one(), _one(media=(("image", 1),), roles=("user", "model")))),
+        "accepted; the converter drops the record with its image: 1 of 2 records train, the image never does"),
+    "sharegpt roles (human/gpt) in messages": (
+        "record:roles", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(roles=("human", "gpt")))),
+        "accepted; the converter drops the record: 1 of 2 records train"),
+}
+
+
+def _found_cases() -> list[Any]:
+    classes = enabled_classes()
+    return [pytest.param(name, marks=() if FOUND[name][0] in classes else pytest.mark.skip(
+        reason=f"class {FOUND[name][0]} is not enabled (its check is {FOUND[name][1]}'s; MSMM_PROPERTY_CLASSES)"))
+        for name in sorted(FOUND)]
+
+
+@pytest.mark.tier2
+@pytest.mark.parametrize("name", _found_cases())
+def test_found_failure_trains_or_stops(name: str, data_models, worker, places, mm_home) -> None:
+    """A failure the generators found, as its smallest data set: it trains or stops naming a field."""
+    _, _, arch, spec, _ = FOUND[name]
+    check_data_set(arch, spec, data_models, worker, places, mm_home)
+
+
+# --- accepted data through a real copy and the smoke ----------------------------------------------------------
+
+SMOKE_EXAMPLES = int(os.environ.get("MSMM_PROPERTY_SMOKES") or (3 if _budget() > CI_EXAMPLES else 1))
+
+
+@st.composite
+def smoke_cases(draw: st.DrawFn) -> tuple[str, DataSpec]:
+    """(arch, data set) drawn from the enabled media classes without faults, 4 to 6 records (the smoke's two ranks
+    each take some), at least one medium."""
+    from dataclasses import replace
+
+    classes = enabled_classes()
+    arch = draw(st.sampled_from(sorted(DATA_ARCHS)))
+    kinds = tuple(k for k in DATA_ARCHS[arch] if f"media:{k}" in classes) or ("image",)
+    spec = draw(data_specs(kinds=kinds))
+    more = draw(st.lists(st.sampled_from(spec.records), min_size=max(0, 4 - len(spec.records)), max_size=2))
+    records = (*spec.records, *more)
+    if not any(r.media for r in records):
+        records = (replace(records[0], media=((kinds[0], 1),)), *records[1:])
+    return arch, replace(spec, records=records, media_root="given", path_style="absolute")
+
+
+@pytest.mark.tier2
+@pytest.mark.full_matrix
+@settings(PROFILE, max_examples=SMOKE_EXAMPLES, phases=[Phase.explicit, Phase.generate])
+@given(case=smoke_cases())
+def test_accepted_data_trains_through_a_copy(case: tuple[str, DataSpec], tiny_models, mm_home: Path,
+                                             template_src: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Data the validators accept, copied into a real checkout: the smoke passes through the real trainer and the
+    media proof shows each medium in the data reaching forward (``hooks.smoke.media_proof``)."""
+    from tests.copier_run import copy, mm_checkout
+
+    arch, spec = case
+    base = tmp_path_factory.mktemp("prop-smoke")
+    written = write_data(spec, base / "data")
+    checkout = mm_checkout(mm_home, base / "mm")
+    done = copy(checkout, skip_tasks=False, template=template_src, model_id="prop_smoke",
+                model_path=tiny_models(arch), data_json=written.data_json, media_root=written.media_root)
+    tail = done.stdout[-4000:] + done.stderr[-3000:]
+    assert done.returncode == 0, tail
+    assert "smoke[framework] PASS" in done.stdout, tail
+    for kind in sorted(spec.kinds()):
+        assert f"verified: {kind} reached forward (" in done.stdout, f"{kind}: no proof it reached forward\n{tail}"
+    _count("copy + smoke", f"{arch} {'+'.join(sorted(spec.kinds()))} trained")
 
 
 # --- model folders ---------------------------------------------------------------------------------------------
@@ -357,12 +461,8 @@ def load_problem(model_dir: Path) -> str:
     return json.dumps(wrong, default=str)[:600] if wrong else ""
 
 
-@pytest.mark.skipif("model_folder" not in enabled_classes(),
-                    reason="model-folder consistency checks are w-folder's (issue 40, deliverable 4); "
-                           "MSMM_PROPERTY_CLASSES=model_folder runs them")
-@settings(PROFILE, max_examples=max(8, _budget() // 10))
-@given(spec=folder_specs(FOLDER_ARCHS))
-def test_model_folders_load_or_stop_before_writing(spec: FolderSpec, tiny_models) -> None:
+def check_folder(spec: FolderSpec, tiny_models) -> str:
+    """The property for one model folder: "stopped" or "loads"; an AssertionError says how it broke."""
     with tempfile.TemporaryDirectory(prefix="prop-folder-") as tmp:
         folder = write_folder(spec, tiny_models(spec.arch), Path(tmp) / "model")
         before = _tree(folder)
@@ -370,11 +470,155 @@ def test_model_folders_load_or_stop_before_writing(spec: FolderSpec, tiny_models
         assert _tree(folder) == before, "a validator changed the model folder"
         if message:
             assert FIELD.match(message), f"the message does not start with a field: {message!r}"
-            _count("model folders", f"{spec.defect} stopped")
-            return
+            return "stopped"
         problem = load_problem(folder)
         assert not problem, f"accepted by the validators, but its weights do not load into its model: {problem}"
-        _count("model folders", f"{spec.defect} loads")
+        return "loads"
+
+
+FOLDERS_OFF = pytest.mark.skipif("model_folder" not in enabled_classes(),
+                                 reason="model-folder consistency checks are w-folder's (issue 40, deliverable 4); "
+                                        "MSMM_PROPERTY_CLASSES=model_folder runs them")
+
+
+@FOLDERS_OFF
+@settings(PROFILE, max_examples=max(8, _budget() // 20))
+@given(spec=folder_specs(FOLDER_ARCHS))
+def test_model_folders_load_or_stop_before_writing(spec: FolderSpec, tiny_models) -> None:
+    _count("model folders", f"{spec.defect} {check_folder(spec, tiny_models)}")
+
+
+# The model-folder failures found (all w-folder's, deliverable 4): name -> (defect, tensor pick, what happened here).
+FOUND_FOLDERS: dict[str, tuple[str, int, str]] = {
+    "a tensor missing from the weights": (
+        "drop_tensor", 0, "accepted; from_pretrained newly initialises lm_head.weight (random weights trained)"),
+    "a tensor renamed in the weights": (
+        "rename_tensor", 7, "accepted; from_pretrained: missing ...k_proj.bias, unexpected ...renamed_layers..."),
+    "a tensor of the wrong shape": (
+        "reshape_tensor", 7, "accepted; from_pretrained raises a size mismatch (in the smoke, after the files)"),
+    "config with one layer more than the weights": (
+        "config_layers", 0, "accepted by the probe; from_pretrained fails to build the model"),
+}
+
+
+@FOLDERS_OFF
+@pytest.mark.parametrize("name", sorted(FOUND_FOLDERS))
+def test_found_folder_failure_loads_or_stops(name: str, tiny_models) -> None:
+    defect, pick, _ = FOUND_FOLDERS[name]
+    check_folder(FolderSpec(FOLDER_ARCHS[0], defect, pick), tiny_models)
+
+
+# --- through copier's real CLI --------------------------------------------------------------------------------
+
+CLI_EXAMPLES = 2 if _budget() <= CI_EXAMPLES else 8
+CLI_ARCH = "qwen2_5_vl"
+
+
+def _status(dest: Path) -> str:
+    return subprocess.run(["git", "-C", str(dest), "status", "--porcelain", "--ignored", "--untracked-files=all"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def cli_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh git checkout the CLI copies go into: a git copy of MindSpeed-MM where the framework is at hand."""
+    from tests.copier_run import git_init, mm_checkout
+
+    home = os.environ.get("MINDSPEED_MM_HOME")
+    parent = tmp_path_factory.mktemp("properties-cli")
+    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+
+
+@pytest.fixture(scope="module")
+def cli_facts(tiny_models) -> str:
+    from hooks.probe import probe
+
+    return probe(tiny_models(CLI_ARCH)).to_json(with_timings=False)
+
+
+def _evidence(branch: str, template: str) -> str:
+    return json.dumps({"recommended": {"branch": branch, "reason": "given", "template": template,
+                                       "collator_id": "qwen3vl"}, "candidates": []})
+
+
+@st.composite
+def faulty_data(draw: st.DrawFn) -> DataSpec:
+    """A data set of the classes CI runs whose first record has a fault the validators must stop (a missing,
+    truncated or undecodable file, or one placeholder too many)."""
+    from dataclasses import replace
+
+    spec = draw(data_specs(kinds=DATA_ARCHS[CLI_ARCH], faults=frozenset({"placeholder_count", "media_file"})))
+    first = spec.records[0]
+    if draw(st.booleans()):
+        first = replace(first, media=first.media or (("image", 1),), defect=draw(st.sampled_from(
+            ["missing", "truncated", "garbage"])))
+    else:
+        first = replace(first, placeholder_delta=((draw(st.sampled_from(DATA_ARCHS[CLI_ARCH])), 1),))
+    return replace(spec, records=(first, *spec.records[1:]))
+
+
+@settings(PROFILE, max_examples=CLI_EXAMPLES)
+@given(spec=faulty_data())
+def test_cli_stops_bad_data_before_writing(spec: DataSpec, cli_checkout: Path, cli_facts: str, tiny_models) -> None:
+    """copier's real CLI stops on the data the in-process validators stop, with the same one line, and the
+    checkout's ``git status`` is as it was."""
+    from tests.copier_run import copy
+
+    with tempfile.TemporaryDirectory(prefix="prop-cli-") as tmp:
+        written = write_data(spec, Path(tmp) / "in")
+        expected = data_answer_error(written.data_json, written.media_root, json.loads(cli_facts))
+        assert expected, "the generator made a fault the validators accept"
+        before = _status(cli_checkout)
+        done = copy(cli_checkout, skip_tasks=False, run_smoke=False, model_id="prop", model_path=tiny_models(CLI_ARCH),
+                    model_facts=cli_facts, data_evidence=_evidence("a", "qwen2vl"), data_json=written.data_json,
+                    **({"media_root": written.media_root} if written.media_root else {}))
+        last = (done.stderr.strip().splitlines() or [""])[-1]
+        assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        assert last == f"error: {expected}", f"the CLI said {last!r}, the validators {expected!r}"
+        assert _status(cli_checkout) == before, "a rejected answer must leave the checkout as it was"
+        _count("copier CLI", "stopped")
+
+
+DESTINATIONS = ("sub_folder", "not_a_checkout", "user_file")
+
+
+@pytest.mark.skipif("destination" not in enabled_classes(),
+                    reason="destination checks are w-folder's (issue 40, deliverable 5); "
+                           "MSMM_PROPERTY_CLASSES=destination runs them")
+@settings(PROFILE, max_examples=len(DESTINATIONS) * (1 if CLI_EXAMPLES <= 2 else 2))
+@given(kind=st.sampled_from(DESTINATIONS), pick=st.integers(0, 10))
+def test_destination_stops_before_writing(kind: str, pick: int, tmp_path_factory: pytest.TempPathFactory,
+                                          cli_facts: str, tiny_models) -> None:
+    """A destination that is not a checkout's root, or a user's own file at a path the copy writes: the copy stops
+    before writing, naming a field, and the folders are as they were."""
+    from hooks import scaffold
+    from tests.copier_run import commit_all, copy, git_init
+
+    base = tmp_path_factory.mktemp("dest")
+    checkout = git_init(base / "checkout")
+    dest = checkout
+    if kind == "sub_folder":
+        dest = checkout / "models" / "mine"
+        dest.mkdir(parents=True)
+    elif kind == "not_a_checkout":
+        dest = base / "plain"
+        dest.mkdir()
+        (dest / "notes.txt").write_text("mine\n")
+    else:
+        paths = [p for p in scaffold.written("prop", "a") if p != scaffold.answers_file("prop")]
+        target = checkout / paths[pick % len(paths)]
+        target = target if target.suffix else target / "mine.py"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("# the user's own file\n")
+        commit_all(checkout)
+    before, tree = _status(checkout), _tree(base)
+    done = copy(dest, skip_tasks=False, run_smoke=False, model_id="prop", model_path=tiny_models(CLI_ARCH),
+                model_facts=cli_facts, data_evidence=_evidence("a", "qwen2vl"))
+    last = (done.stderr.strip().splitlines() or [""])[-1]
+    assert done.returncode != 0, f"{kind}: the copy went ahead (exit 0): {done.stdout[-1500:]}"
+    assert re.match(r"^error: \w+: ", last) and FIELD.match(last.removeprefix("error: ")), last
+    assert _status(checkout) == before and _tree(base) == tree, f"{kind}: files were written before it stopped"
+    _count("destinations", f"{kind} stopped")
 
 
 def test_classes_are_known() -> None:
