@@ -171,9 +171,10 @@ class FrameworkWorker:
 def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A home for ``~`` answers, the directory copier runs in, and the checkout the trainer runs in (apart)."""
     base = tmp_path_factory.mktemp("properties")
-    found = {name: base / name for name in ("home", "cwd", "checkout")}
+    # the checkout one level deeper than copier's directory: a path relative to one is not the same file from the other
+    found = {"home": base / "home", "cwd": base / "cwd", "checkout": base / "repos" / "MindSpeed-MM"}
     for path in found.values():
-        path.mkdir()
+        path.mkdir(parents=True)
     return found
 
 
@@ -297,7 +298,9 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
             return "stopped " + message.split(" ", 1)[0]
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        config = rendered_config(model_dir, facts, choice, written.data_json, written.media_root, mm_home, scratch)
+        with _answering_from(places["home"], places["cwd"]):  # copier renders where it runs, too
+            config = rendered_config(model_dir, facts, choice, written.data_json, written.media_root, mm_home,
+                                     scratch)
         with _timed("data sets", "framework"):
             built = worker.build(config, scratch)
         assert "error" not in built, (f"accepted by the validators, but MindSpeed-MM's dataset builder on the "
@@ -370,6 +373,13 @@ FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
     "a conversation that starts with the assistant": (
         "record:order", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(media=(("image", 1),), assistant_first=True))),
         "accepted; the converter drops the record with its image (odd turns must be the user's): 1 of 2 train"),
+    "data_json and media_root as ~/...": (
+        "paths:tilde", "w-folder", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="tilde"),
+        "accepted (checked expanded); the YAML gets them literally and MindSpeed-MM's load_dataset raises "
+        "FileNotFoundError: Unable to find '~/...'"),
+    "data_json and media_root relative to where copier runs": (
+        "paths:relative", "w-folder", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="relative"),
+        "accepted (checked from copier's directory); the trainer runs in the checkout and does not find them"),
 }
 
 
@@ -593,6 +603,7 @@ DESTINATIONS = ("sub_folder", "not_a_checkout", "user_file")
 @pytest.mark.parametrize("kind", DESTINATIONS)
 @settings(PROFILE, max_examples=1 if CLI_EXAMPLES <= 2 else 2, phases=[Phase.explicit, Phase.generate])
 @given(pick=st.integers(0, 10))
+@example(pick=2)  # found: sub_folder writes a nested tree inside the checkout, exit 0; user_file at tests/st/...
 def test_destination_stops_before_writing(kind: str, pick: int, tmp_path_factory: pytest.TempPathFactory,
                                           cli_facts: str, tiny_models) -> None:
     """A destination that is not a checkout's root, or a user's own file at a path the copy writes: the copy stops
@@ -633,4 +644,3 @@ def test_classes_are_known() -> None:
     assert enabled_classes() <= set(CLASSES), f"unknown classes in MSMM_PROPERTY_CLASSES: {enabled_classes()}"
 
 
-__all__ = ["RecordSpec", "example"]  # re-exported for the regression examples' readers
