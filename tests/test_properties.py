@@ -19,7 +19,8 @@ The oracle is the project's and the framework's own code, never a re-statement o
 Classes of input (``CLASSES``) are enabled one by one: those whose checks are on this branch run in CI
 (``ENABLED``); ``MSMM_PROPERTY_CLASSES=all`` (or a comma list) runs others, e.g. after the branches that add their
 checks are merged. CI runs ``CI_EXAMPLES`` examples with a fixed seed (``derandomize``); ``--full-matrix`` runs
-``FULL_EXAMPLES``. Every failure found becomes an ``@example`` (or a plain test) below, named after its class.
+``FULL_EXAMPLES``. Every failure found is kept as a named case (``FOUND``, ``FOUND_FOLDERS``, an ``@example``),
+skipped, with the name of the branch that owns its check, until its class is enabled.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ def enabled_classes() -> frozenset[str]:
     return frozenset(c.strip() for c in chosen.split(",") if c.strip()) if chosen else ENABLED
 
 
-def _budget(config: pytest.Config | None = None) -> int:
+def _budget() -> int:
+    """Examples per property: CI's, ``--full-matrix``'s (read off the command line: settings are made at import), or
+    ``MSMM_PROPERTY_EXAMPLES``."""
     full = "--full-matrix" in sys.argv or os.environ.get("MSMM_PROPERTY_FULL") == "1"
     return int(os.environ.get("MSMM_PROPERTY_EXAMPLES") or (FULL_EXAMPLES if full else CI_EXAMPLES))
 
@@ -117,7 +120,7 @@ def _summary():
     yield
     for test, outcomes in TALLY.items():
         examples = sum(v for k, v in outcomes.items() if not k.startswith("s: "))
-        print(f"\nproperties: {test}: {examples:.0f} examples in {time.monotonic() - started:.0f} s: "
+        print(f"\nproperties: {test}: {examples:.0f} examples (module {time.monotonic() - started:.0f} s): "
               + ", ".join(f"{k} {v:.0f}" for k, v in sorted(outcomes.items())), file=sys.stderr)
 
 
@@ -230,10 +233,10 @@ def data_answer_error(data_json: str, media_root: str, facts: dict[str, Any]) ->
 
 
 def rendered_config(model_dir: Path, facts: dict[str, Any], choice: Any, data_json: str, media_root: str,
-                           mm_home: Path, scratch: Path) -> dict[str, Any]:
-    """The YAML the copy would write: the copy's own partial, as ``hooks.render.evidence`` renders
-    it, with the answers as given. Only where the datasets cache goes and its worker count are set here (a fresh
-    cache per example: the framework would otherwise reuse an earlier example's conversion)."""
+                    mm_home: Path, scratch: Path) -> dict[str, Any]:
+    """The YAML the copy would write: the copy's own partial, as ``hooks.render.evidence`` renders it, with the
+    answers as given and the checkout's framework facts. Only where the datasets cache goes and its worker count
+    are set here (a fresh cache per example: the framework would otherwise reuse an earlier example's conversion)."""
     import yaml
 
     from hooks.framework import checkout
@@ -357,9 +360,9 @@ FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
         "accepted (the media check skips '://'); MindSpeed-MM raises FileNotFoundError: No such file or directory: "
         "'https://...'"),
     "content as typed parts": (
-        "record:record_shape", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), shape="typed"),)),
-        "accepted (placeholders are counted in string contents only); MindSpeed-MM raises AttributeError: 'list' "
-        "object has no attribute 'strip'"),
+        "record:record_shape", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(shape="typed"))),
+        "accepted; MindSpeed-MM's converter raises AttributeError: 'list' object has no attribute 'strip' (with an "
+        "image the record stops instead: its placeholders are counted in string contents only)"),
     "roles in capitals": (
         "record:roles", "w-shapes", "qwen2_5_vl", DataSpec((_one(roles=("USER", "ASSISTANT")),)),
         "accepted; MindSpeed-MM's converter drops the record (role tags user/assistant only): 0 of 1 records train"),
@@ -413,7 +416,8 @@ def smoke_cases(draw: st.DrawFn) -> tuple[str, DataSpec]:
     arch = draw(st.sampled_from(sorted(DATA_ARCHS)))
     kinds = tuple(k for k in DATA_ARCHS[arch] if f"media:{k}" in classes) or ("image",)
     spec = draw(data_specs(kinds=kinds))
-    more = draw(st.lists(st.sampled_from(spec.records), min_size=max(0, 4 - len(spec.records)), max_size=2))
+    wanted = max(0, 4 - len(spec.records))
+    more = draw(st.lists(st.sampled_from(spec.records), min_size=wanted, max_size=wanted + 2))
     records = (*spec.records, *more)
     if not any(r.media for r in records):
         records = (replace(records[0], media=((kinds[0], 1),)), *records[1:])
