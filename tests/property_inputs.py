@@ -234,7 +234,7 @@ def write_data(spec: DataSpec, root: Path, *, home: Path | None = None, cwd: Pat
 # --- model folders ---------------------------------------------------------------------------------------------
 
 FOLDER_DEFECTS = ("none", "drop_tensor", "rename_tensor", "reshape_tensor", "index_missing_shard",
-                  "incomplete_blob", "config_not_json", "config_layers", "config_no_model_type")
+                  "incomplete_blob", "config_not_json", "config_layers", "config_layer_count", "config_no_model_type")
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,7 @@ def write_folder(spec: FolderSpec, source: Path, dest: Path) -> Path:
             if spec.defect == "config_no_model_type":
                 raw.pop("model_type", None)
             else:
-                _grow_layers(raw)
+                _grow_layers(raw, with_types=spec.defect == "config_layers")
             config.write_text(json.dumps(raw, indent=2))
         return dest
     weights = sorted(dest.glob("*.safetensors"))
@@ -307,13 +307,13 @@ def write_folder(spec: FolderSpec, source: Path, dest: Path) -> Path:
     return dest
 
 
-def _grow_layers(raw: dict[str, Any]) -> None:
-    """One more decoder layer than the weights hold, wherever the config counts them (its ``layer_types`` too, as
-    a config saved for the deeper model has them)."""
+def _grow_layers(raw: dict[str, Any], with_types: bool) -> None:
+    """One more decoder layer than the weights hold, wherever the config counts them; ``with_types``: its
+    ``layer_types`` too, as a config saved for the deeper model has them (else a hand edit of the count alone)."""
     for key, value in list(raw.items()):
         if key == "num_hidden_layers" and isinstance(value, int):
             raw[key] = value + 1
-            if isinstance(raw.get("layer_types"), list) and raw["layer_types"]:
+            if with_types and isinstance(raw.get("layer_types"), list) and raw["layer_types"]:
                 raw["layer_types"] = [*raw["layer_types"], raw["layer_types"][-1]]
         elif isinstance(value, dict):
-            _grow_layers(value)
+            _grow_layers(value, with_types)

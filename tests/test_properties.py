@@ -76,6 +76,7 @@ ENABLED = frozenset({"media:image", "media:audio", "media:untaken", "record:plac
 
 DATA_ARCHS = {"qwen2_5_vl": ("image", "video"), "qwen2_5_omni": ("image", "video", "audio")}  # arch -> media taken
 FOLDER_ARCHS = ("qwen2_5_vl",)
+FOLDER_FIELD = re.compile(r"^(model_path|trust_remote_code): \S")
 FIELD = re.compile(r"^(model_path|trust_remote_code|python|data_branch|data_json|media_root|data_fields|model_id): \S")
 
 
@@ -487,8 +488,8 @@ def check_folder(spec: FolderSpec, tiny_models) -> str:
         before = _tree(folder)
         message = folder_answer_error(folder)
         assert _tree(folder) == before, "a validator changed the model folder"
-        if message:
-            assert FIELD.match(message), f"the message does not start with a field: {message!r}"
+        if message:  # the folder is what is wrong: the message names model_path (or the consent its code needs)
+            assert FOLDER_FIELD.match(message), f"the message does not name model_path: {message!r}"
             return "stopped"
         problem = load_problem(folder)
         assert not problem, f"accepted by the validators, but its weights do not load into its model: {problem}"
