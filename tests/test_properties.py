@@ -442,6 +442,7 @@ def test_accepted_data_trains_through_a_copy(case: tuple[str, DataSpec], tiny_mo
     done = copy(checkout, skip_tasks=False, template=template_src, model_id="prop_smoke",
                 model_path=tiny_models(arch), data_json=written.data_json, media_root=written.media_root)
     tail = done.stdout[-4000:] + done.stderr[-3000:]
+    print(*(line for line in done.stdout.splitlines() if "smoke[" in line or "reached forward" in line), sep="\n")
     assert done.returncode == 0, tail
     assert "smoke[framework] PASS" in done.stdout, tail
     for kind in sorted(spec.kinds()):
