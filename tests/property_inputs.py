@@ -97,12 +97,13 @@ def record_specs(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS, faults: frozen
 
 @st.composite
 def data_specs(draw: st.DrawFn, kinds: tuple[str, ...] = KINDS, faults: frozenset[str] = frozenset(),
-               path_styles: tuple[str, ...] = ("absolute",)) -> DataSpec:
-    """A data set of 1 to 5 records; ``path_styles``: how the answers name the file and the media folder."""
+               path_styles: tuple[str, ...] = ("absolute",), max_records: int = 5) -> DataSpec:
+    """A data set of 1 to ``max_records`` records; ``path_styles``: how the answers name the file and the media
+    folder."""
     fmt = draw(st.sampled_from(["json", "jsonl"]))
     stem = draw(st.sampled_from(["data", "train set", "données_训练", "d"]))
     return DataSpec(
-        records=tuple(draw(st.lists(record_specs(kinds, faults), min_size=1, max_size=5))),
+        records=tuple(draw(st.lists(record_specs(kinds, faults), min_size=1, max_size=max_records))),
         fmt=fmt,
         file_name=f"{stem}.{fmt}",
         media_dir=draw(st.sampled_from(["media", "my media", "médias", "."])),

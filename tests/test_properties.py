@@ -64,6 +64,8 @@ CLASSES = {
     "media:untaken": "records with a medium the model does not take (audio on an image model)",
     **{f"record:{fault}": f"records with the '{fault}' fault now and then (tests.property_inputs.RECORD_FAULTS)"
        for fault in RECORD_FAULTS},
+    "record:count": "1-5 records against the sampler of the smoke (2 ranks) and of the YAML on the default cluster "
+                    "(8 ranks): each rank must get a batch",
     "paths:tilde": "data_json and media_root answered as ~/...",
     "paths:relative": "data_json and media_root answered relative to the directory copier runs in",
     "model_folder": f"tiny model folders with one defect of {', '.join(FOLDER_DEFECTS[1:])}",
@@ -153,7 +155,8 @@ class FrameworkWorker:
         out = scratch / "answer.json"
         plugins = [p for p in config["training"]["plugin"] if "/fsdp/models/" not in p]
         assert self.process.stdin is not None and self.process.stdout is not None
-        request = {"dataset_param": config["data"]["dataset_param"], "plugins": plugins, "out": str(out)}
+        request = {"dataset_param": config["data"]["dataset_param"], "plugins": plugins, "out": str(out),
+                   "layouts": layouts(config)}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         for line in self.process.stdout:
@@ -169,6 +172,16 @@ class FrameworkWorker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+SMOKE_LAYOUT = (2, 1)  # the smoke's ranks on CPU and its micro batch (hooks.smoke.run, hooks.smoke.smoke_config)
+DEFAULT_DEVICES = 8  # copier.yml's devices_per_node default, one node: the YAML's data-parallel ranks
+
+
+def layouts(config: dict[str, Any]) -> list[list[int]]:
+    """The (ranks, micro batch) layouts the copy runs the data on: the smoke's, and the YAML's on the default
+    cluster (its ``training.micro_batch_size``)."""
+    return [list(SMOKE_LAYOUT), [DEFAULT_DEVICES, int(config.get("training", {}).get("micro_batch_size") or 1)]]
 
 
 @pytest.fixture(scope="module")
@@ -269,7 +282,8 @@ def data_cases(draw: st.DrawFn, classes: frozenset[str]) -> tuple[str, DataSpec]
     kinds = tuple(k for k in DATA_ARCHS[arch] if f"media:{k}" in classes)
     if "media:untaken" in classes and draw(st.sampled_from([False] * 4 + [True])):
         kinds = tuple(k for k in KINDS if k in kinds or k not in DATA_ARCHS[arch])
-    return arch, draw(data_specs(kinds=kinds, faults=faults, path_styles=styles))
+    most = 10 if "record:count" in classes else 5  # past the default cluster's 8 ranks when counts are judged
+    return arch, draw(data_specs(kinds=kinds, faults=faults, path_styles=styles, max_records=most))
 
 
 def check_data_set(arch: str, spec: DataSpec, data_models, worker: FrameworkWorker, places: dict[str, Path],
@@ -321,6 +335,11 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
                     target = name if os.path.isabs(name) else places["checkout"] / name
                     assert os.path.isfile(target), f"record {index + 1}: the trainer is given {name}, not a file"
         assert any(row["trained"] for row in rows), "no record has a trained label"
+        if "record:count" in enabled_classes():  # a count the sampler cannot batch for the layout is w-shapes' check
+            for layout in built["samplers"]:
+                where = f"{len(rows)} records on {layout['ranks']} ranks, micro batch {layout['micro_batch']}"
+                assert "error" not in layout, f"{where}: MindSpeed-MM's sampler raised {layout['error']}"
+                assert min(layout["batches"]) > 0, f"{where}: a rank gets no batch"
         return "trained"
 
 
@@ -377,6 +396,12 @@ FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
     "a conversation that starts with the assistant": (
         "record:order", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(media=(("image", 1),), assistant_first=True))),
         "accepted; the converter drops the record with its image (odd turns must be the user's): 1 of 2 train"),
+    "one record": (
+        "record:count", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),)),
+        "accepted; MindSpeed-MM's BaseRandomBatchSampler on the smoke's 2 ranks raises ZeroDivisionError"),
+    "fewer records than the default cluster's ranks": (
+        "record:count", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),) * 4),
+        "accepted; on the YAML's 8 ranks (devices_per_node default) the sampler raises ZeroDivisionError"),
     "data_json and media_root as ~/...": (
         "paths:tilde", "w-folder", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="tilde"),
         "accepted (checked expanded); the YAML gets them literally and MindSpeed-MM's load_dataset raises "
@@ -397,8 +422,14 @@ def _found_cases() -> list[Any]:
 @pytest.mark.tier2
 @pytest.mark.parametrize("name", _found_cases())
 def test_found_failure_trains_or_stops(name: str, data_models, worker, places, mm_home) -> None:
-    """A failure the generators found, as its smallest data set: it trains or stops naming a field."""
-    _, _, arch, spec, _ = FOUND[name]
+    """A failure the generators found, as its smallest data set: it trains or stops naming a field. Repeated to
+    eight records or more (the default cluster's ranks) unless the count is the case, so that a count check stops
+    none of them for its count alone."""
+    from dataclasses import replace
+
+    group, _, arch, spec, _ = FOUND[name]
+    if group != "record:count":
+        spec = replace(spec, records=spec.records * -(-DEFAULT_DEVICES // len(spec.records)))
     check_data_set(arch, spec, data_models, worker, places, mm_home)
 
 
