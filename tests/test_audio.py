@@ -187,7 +187,7 @@ def test_an_audio_copy_trains_on_its_clips(arch: str, data: str, branch: str, tm
     the audio tower to get a gradient at step 1, loss equivalence with the model's own forward."""
     checkout = mm_checkout(mm_home, tmp_path / "mm")
     before = changed_paths(checkout)
-    extra = {"data_json": _given_clips(tmp_path / "mydata")} if data == "given" else {}
+    extra = {"data_json": _given_clips(tmp_path / "mydata"), "devices_per_node": 2} if data == "given" else {}
     model_id = f"{arch}_hf"
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
                 **extra)

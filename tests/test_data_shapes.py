@@ -96,6 +96,8 @@ SHAPE_CASES: dict[str, tuple[str, str, Callable[[Path], dict]]] = {
     "one record for two ranks": ("data_json", "holds 1 record(s), but the smoke runs 2 data-parallel rank(s) x micro "
                                               "batch 1 with drop_last, so it needs at least 2",
                                  lambda r: _asked(r, copies=1)),
+    "fewer records than the cluster's ranks": ("data_json", "holds 4 record(s), but the YAML's run on 1 node(s) x 8 "
+                                              "device(s) runs 8 data-parallel rank(s)", lambda r: _asked(r, copies=4)),
     "data_fields: a video part": ("data_json", "a content part of type 'video'", lambda r: _branch_c(r, {
         "messages": _turns(("user", [{"type": "video"}, {"type": "text", "text": "What?"}]), ("assistant", "A.")),
         "images": []})),
@@ -183,7 +185,7 @@ def test_the_sharegpt_convention_is_mapped_and_the_framework_converter_reads_it(
     _write(data, "llava.json", json.dumps(records))
     dest = git_init(tmp_path / "dest")
     done = copy(dest, model_id="sgpt", model_path=tiny_models(ARCH), model_facts=facts, data_evidence=_evidence("a"),
-                data_json=data / "llava.json", run_smoke=False)
+                data_json=data / "llava.json", run_smoke=False, devices_per_node=2)
     assert done.returncode == 0, done.stderr[-3000:]
     config = next((dest / "examples" / "sgpt").glob("*.yaml"))
     attr = yaml.safe_load(config.read_text())["data"]["dataset_param"]["attr"]
@@ -250,7 +252,8 @@ def test_sharegpt_records_train_through_a_copy(tmp_path: Path, tiny_models, mm_h
                 "images": [_image(data, f"{color}.png")]}
                for i, color in enumerate(("red", "blue", "green", "white"))]
     done = copy(checkout, skip_tasks=False, template=template_src, model_id="sgpt",
-                model_path=tiny_models(ARCH), data_json=_write(data, "llava.json", json.dumps(records)))
+                model_path=tiny_models(ARCH), data_json=_write(data, "llava.json", json.dumps(records)),
+                devices_per_node=2)
     print(done.stdout[-3000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "data parity: MATCH" in done.stdout
@@ -330,7 +333,7 @@ def test_mindspeed_mm_example_data_trains_on_the_tiny_omni(video: bool, tmp_path
     data_json = mindspeed_example_data(tmp_path / "data", video)
     model_id = "omni_demo"
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id,
-                model_path=tiny_models("qwen2_5_omni"), data_json=data_json)
+                model_path=tiny_models("qwen2_5_omni"), data_json=data_json, devices_per_node=2)
     print(done.stdout[-4000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert "data parity: MATCH" in done.stdout

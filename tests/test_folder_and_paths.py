@@ -225,7 +225,8 @@ def test_relative_and_home_paths_are_written_resolved(tiny_models, template_src:
     monkeypatch.setenv("HOME", str(home))
     args = ("copy", "--trust", "--defaults", "--quiet", "--skip-tasks",
             "-d", "model_id=paths", "-d", "model_path=models/tiny", "-d", "data_json=~/data/train.json",
-            "-d", "python=" + sys.executable, "-d", "run_smoke=false", str(template_src), str(dest))
+            "-d", "devices_per_node=2", "-d", "python=" + sys.executable, "-d", "run_smoke=false",
+            str(template_src), str(dest))
     done = copier(*args, cwd=work)
     assert done.returncode == 0, done.stderr[-3000:]
     answers = yaml.safe_load((dest / ".copier-answers" / "paths.yml").read_text())

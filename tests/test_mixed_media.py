@@ -142,7 +142,7 @@ def _copy(tmp_path: Path, tiny_models, mm_home: Path, template_src: Path, arch: 
     checkout = mm_checkout(mm_home, tmp_path / "mm")
     model_id = f"{arch}_mixed"
     done = copy(checkout, skip_tasks=False, template=template_src, model_id=model_id, model_path=tiny_models(arch),
-                data_json=_media(tmp_path / "mydata", records))
+                data_json=_media(tmp_path / "mydata", records), devices_per_node=2)
     print(done.stdout[-5000:])
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     config = yaml.safe_load((checkout / "examples" / model_id / f"{model_id}_config.yaml").read_text())

@@ -69,17 +69,17 @@ CLASSES = {
     "paths:tilde": "data_json and media_root answered as ~/...",
     "paths:relative": "data_json and media_root answered relative to the directory copier runs in",
     "model_folder": f"tiny model folders with one defect of {', '.join(FOLDER_DEFECTS[1:])}",
-    "destination": "a copy into a sub-folder of a checkout, a folder that is no checkout, or a checkout with the "
-                   "user's own file at a path the copy writes (copier's CLI)",
+    "destination": "a copy into a sub-folder of a MindSpeed-MM checkout, or into a checkout with the user's own "
+                   "file at a path the copy writes (copier's CLI)",
 }
-# The classes whose checks this branch has (CI runs them). The others are found failing here and are enabled as
-# the branches that add their checks are merged (see FOUND and docs/tests.md).
-ENABLED = frozenset({"media:image", "media:audio", "media:untaken", "record:placeholder_count", "record:media_file"})
+# The classes CI runs: all of them (each was found failing first, and enabled once its check was in; see FOUND).
+ENABLED = frozenset(CLASSES)
 
 DATA_ARCHS = {"qwen2_5_vl": ("image", "video"), "qwen2_5_omni": ("image", "video", "audio")}  # arch -> media taken
 FOLDER_ARCHS = ("qwen2_5_vl",)
 FOLDER_FIELD = re.compile(r"^(model_path|trust_remote_code): \S")
-FIELD = re.compile(r"^(model_path|trust_remote_code|python|data_branch|data_json|media_root|data_fields|model_id): \S")
+FIELD = re.compile(r"^(model_path|trust_remote_code|python|data_branch|data_json|media_root|data_fields|model_id|"
+                   r"destination): \S")
 
 
 def enabled_classes() -> frozenset[str]:
@@ -237,13 +237,15 @@ def _answering_from(home: Path, cwd: Path):
 
 
 def data_answer_error(data_json: str, media_root: str, facts: dict[str, Any]) -> str:
-    """What copier's ``data_json`` then ``media_root`` validators say (branch a), in question order; the lengths
+    """What copier's ``data_json``, ``media_root`` and ``nodes`` (the records for the default cluster) validators
+    say (branch a), in question order; the lengths
     check (a subprocess of the training interpreter) is left to tests/test_preflight.py: no drawn text is long."""
-    from hooks.render.copier_ext import media_root_error
+    from hooks.render.copier_ext import cluster_records_error, media_root_error
     from hooks.render.validators import data_json_error
 
     return (data_json_error(data_json, "a")
-            or media_root_error(data_json, media_root, "a", "", sys.executable, False, facts))
+            or media_root_error(data_json, media_root, "a", "", sys.executable, False, facts)
+            or cluster_records_error(data_json, DEFAULT_DEVICES, 1))
 
 
 def rendered_config(model_dir: Path, facts: dict[str, Any], choice: Any, data_json: str, media_root: str,
@@ -335,7 +337,7 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
                     target = name if os.path.isabs(name) else places["checkout"] / name
                     assert os.path.isfile(target), f"record {index + 1}: the trainer is given {name}, not a file"
         assert any(row["trained"] for row in rows), "no record has a trained label"
-        if "record:count" in enabled_classes():  # a count the sampler cannot batch for the layout is w-shapes' check
+        if "record:count" in enabled_classes():  # counts the sampler cannot batch
             for layout in built["samplers"]:
                 where = f"{len(rows)} records on {layout['ranks']} ranks, micro batch {layout['micro_batch']}"
                 assert "error" not in layout, f"{where}: MindSpeed-MM's sampler raised {layout['error']}"
@@ -357,57 +359,58 @@ def _one(**fields: Any) -> RecordSpec:
     return RecordSpec(**fields)
 
 
-# Every failure this test found, kept as a named regression case: (its class, the helper of issue 40 whose
-# branch adds the check, arch, the data set, what happened on this branch). A case runs when its class is enabled.
+# Every failure this test found, kept as a named regression case: (its class, the check that now holds it (issue
+# 40: the YAML's media columns, the record shapes, the paths written resolved), arch, the data set, what happened
+# before that check). A case runs when its class is enabled.
 FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
     "video records, videos column not mapped": (
-        "media:video", "w-media", "qwen2_5_vl", DataSpec((_one(media=(("video", 1),)),)),
+        "media:video", "columns", "qwen2_5_vl", DataSpec((_one(media=(("video", 1),)),)),
         "accepted; MindSpeed-MM raises 'The number of videos does not match the number of <video> tokens' (the "
         "YAML leaves '# videos: videos' commented out)"),
     "text-only records without an images column": (
-        "record:absent_columns", "w-media", "qwen2_5_omni", DataSpec((_one(empty_columns=False),)),
+        "record:absent_columns", "columns", "qwen2_5_omni", DataSpec((_one(empty_columns=False),)),
         "accepted; MindSpeed-MM raises KeyError: 'images' (the YAML always maps images: images)"),
     "audio-only records without an images column": (
-        "record:absent_columns", "w-media", "qwen2_5_omni", DataSpec((_one(media=(("audio", 1),),
+        "record:absent_columns", "columns", "qwen2_5_omni", DataSpec((_one(media=(("audio", 1),),
                                                                              empty_columns=False),)),
         "accepted; MindSpeed-MM raises KeyError: 'images'"),
     "media given as objects": (
-        "record:media_form", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="object"),)),
+        "record:media_form", "shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="object"),)),
         "accepted (the media check skips non-strings); MindSpeed-MM raises TypeError: join() argument must be str, "
         "bytes, or os.PathLike object, not 'dict'"),
     "media given as URLs": (
-        "record:media_form", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="url"),)),
+        "record:media_form", "shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),), media_form="url"),)),
         "accepted (the media check skips '://'); MindSpeed-MM raises FileNotFoundError: No such file or directory: "
         "'https://...'"),
     "content as typed parts": (
-        "record:record_shape", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(shape="typed"))),
+        "record:record_shape", "shapes", "qwen2_5_vl", DataSpec((_one(), _one(shape="typed"))),
         "accepted; MindSpeed-MM's converter raises AttributeError: 'list' object has no attribute 'strip' (with an "
         "image the record stops instead: its placeholders are counted in string contents only)"),
     "roles in capitals": (
-        "record:roles", "w-shapes", "qwen2_5_vl", DataSpec((_one(roles=("USER", "ASSISTANT")),)),
+        "record:roles", "shapes", "qwen2_5_vl", DataSpec((_one(roles=("USER", "ASSISTANT")),)),
         "accepted; MindSpeed-MM's converter drops the record (role tags user/assistant only): 0 of 1 records train"),
     "the model role (user/model)": (
-        "record:roles", "w-shapes", "qwen2_5_vl",
+        "record:roles", "shapes", "qwen2_5_vl",
         DataSpec((_one(), _one(media=(("image", 1),), roles=("user", "model")))),
         "accepted; the converter drops the record with its image: 1 of 2 records train, the image never does"),
     "sharegpt roles (human/gpt) in messages": (
-        "record:roles", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(roles=("human", "gpt")))),
+        "record:roles", "shapes", "qwen2_5_vl", DataSpec((_one(), _one(roles=("human", "gpt")))),
         "accepted; the converter drops the record: 1 of 2 records train"),
     "a conversation that starts with the assistant": (
-        "record:order", "w-shapes", "qwen2_5_vl", DataSpec((_one(), _one(media=(("image", 1),), assistant_first=True))),
+        "record:order", "shapes", "qwen2_5_vl", DataSpec((_one(), _one(media=(("image", 1),), assistant_first=True))),
         "accepted; the converter drops the record with its image (odd turns must be the user's): 1 of 2 train"),
     "one record": (
-        "record:count", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),)),
+        "record:count", "shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),)),
         "accepted; MindSpeed-MM's BaseRandomBatchSampler on the smoke's 2 ranks raises ZeroDivisionError"),
     "fewer records than the default cluster's ranks": (
-        "record:count", "w-shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),) * 4),
+        "record:count", "shapes", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),) * 4),
         "accepted; on the YAML's 8 ranks (devices_per_node default) the sampler raises ZeroDivisionError"),
     "data_json and media_root as ~/...": (
-        "paths:tilde", "w-folder", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="tilde"),
+        "paths:tilde", "paths", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="tilde"),
         "accepted (checked expanded); the YAML gets them literally and MindSpeed-MM's load_dataset raises "
         "FileNotFoundError: Unable to find '~/...'"),
     "data_json and media_root relative to where copier runs": (
-        "paths:relative", "w-folder", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="relative"),
+        "paths:relative", "paths", "qwen2_5_vl", DataSpec((_one(media=(("image", 1),)),), path_style="relative"),
         "accepted (checked from copier's directory); the trainer runs in the checkout and does not find them"),
 }
 
@@ -415,7 +418,7 @@ FOUND: dict[str, tuple[str, str, str, DataSpec, str]] = {
 def _found_cases() -> list[Any]:
     classes = enabled_classes()
     return [pytest.param(name, marks=() if FOUND[name][0] in classes else pytest.mark.skip(
-        reason=f"class {FOUND[name][0]} is not enabled (its check is {FOUND[name][1]}'s; MSMM_PROPERTY_CLASSES)"))
+        reason=f"class {FOUND[name][0]} is not enabled ({FOUND[name][1]}; MSMM_PROPERTY_CLASSES)"))
         for name in sorted(FOUND)]
 
 
@@ -471,7 +474,8 @@ def test_accepted_data_trains_through_a_copy(case: tuple[str, DataSpec], tiny_mo
     written = write_data(spec, base / "data")
     checkout = mm_checkout(mm_home, base / "mm")
     done = copy(checkout, skip_tasks=False, template=template_src, model_id="prop_smoke",
-                model_path=tiny_models(arch), data_json=written.data_json, media_root=written.media_root)
+                model_path=tiny_models(arch), data_json=written.data_json, media_root=written.media_root,
+                devices_per_node=2)
     tail = done.stdout[-4000:] + done.stderr[-3000:]
     print(*(line for line in done.stdout.splitlines() if "smoke[" in line or "reached forward" in line), sep="\n")
     assert done.returncode == 0, tail
@@ -529,7 +533,7 @@ def check_folder(spec: FolderSpec, tiny_models) -> str:
 
 
 FOLDERS_OFF = pytest.mark.skipif("model_folder" not in enabled_classes(),
-                                 reason="model-folder consistency checks are w-folder's (issue 40, deliverable 4); "
+                                 reason="model-folder consistency (issue 40, deliverable 4): "
                                         "MSMM_PROPERTY_CLASSES=model_folder runs them")
 
 
@@ -540,7 +544,7 @@ def test_model_folders_load_or_stop_before_writing(spec: FolderSpec, tiny_models
     _count("model folders", f"{spec.defect} {check_folder(spec, tiny_models)}")
 
 
-# The model-folder failures found (all w-folder's, deliverable 4): name -> (defect, tensor pick, what happened here).
+# The model-folder failures found (issue 40, deliverable 4): name -> (defect, tensor pick, what happened here).
 FOUND_FOLDERS: dict[str, tuple[str, int, str]] = {
     "a tensor missing from the weights": (
         "drop_tensor", 0, "accepted; from_pretrained newly initialises lm_head.weight (random weights trained)"),
@@ -631,33 +635,30 @@ def test_cli_stops_bad_data_before_writing(spec: DataSpec, cli_checkout: Path, c
         _count("copier CLI", "stopped")
 
 
-DESTINATIONS = ("sub_folder", "not_a_checkout", "user_file")
+# A folder in no checkout is a destination by design (the copy renders there and runs the contract smoke: make demo
+# without a framework), so only these two must stop.
+DESTINATIONS = ("sub_folder", "user_file")
 
 
-@pytest.mark.skipif("destination" not in enabled_classes(),
-                    reason="destination checks are w-folder's (issue 40, deliverable 5); "
-                           "MSMM_PROPERTY_CLASSES=destination runs them")
+@pytest.mark.tier2
+@pytest.mark.skipif("destination" not in enabled_classes(), reason="MSMM_PROPERTY_CLASSES leaves destinations out")
 @pytest.mark.parametrize("kind", DESTINATIONS)
 @settings(PROFILE, max_examples=1 if CLI_EXAMPLES <= 2 else 2, phases=[Phase.explicit, Phase.generate])
 @given(pick=st.integers(0, 10))
 @example(pick=2)  # found: sub_folder writes a nested tree inside the checkout, exit 0; user_file at tests/st/...
 def test_destination_stops_before_writing(kind: str, pick: int, tmp_path_factory: pytest.TempPathFactory,
-                                          cli_facts: str, tiny_models) -> None:
-    """A destination that is not a checkout's root, or a user's own file at a path the copy writes: the copy stops
-    before writing, naming a field, and the folders are as they were."""
+                                          cli_facts: str, tiny_models, mm_home: Path) -> None:
+    """A destination inside a MindSpeed-MM checkout but not its root, or a user's own file at a path the copy
+    writes: the copy stops before writing, naming a field, and the folders are as they were."""
     from hooks import scaffold
-    from tests.copier_run import commit_all, copy, git_init
+    from tests.copier_run import commit_all, copy, mm_checkout
 
     base = tmp_path_factory.mktemp("dest")
-    checkout = git_init(base / "checkout")
+    checkout = mm_checkout(mm_home, base)
     dest = checkout
     if kind == "sub_folder":
-        dest = checkout / "models" / "mine"
+        dest = checkout / "examples" / "mine"
         dest.mkdir(parents=True)
-    elif kind == "not_a_checkout":
-        dest = base / "plain"
-        dest.mkdir()
-        (dest / "notes.txt").write_text("mine\n")
     else:
         paths = [p for p in scaffold.written("prop", "a") if p != scaffold.answers_file("prop")]
         target = checkout / paths[pick % len(paths)]
@@ -665,13 +666,13 @@ def test_destination_stops_before_writing(kind: str, pick: int, tmp_path_factory
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("# the user's own file\n")
         commit_all(checkout)
-    before, tree = _status(checkout), _tree(base)
+    before = _status(checkout)  # untracked files included: a nested tree or a changed file of the user shows
     done = copy(dest, skip_tasks=False, run_smoke=False, model_id="prop", model_path=tiny_models(CLI_ARCH),
                 model_facts=cli_facts, data_evidence=_evidence("a", "qwen2vl"))
     last = (done.stderr.strip().splitlines() or [""])[-1]
     assert done.returncode != 0, f"{kind}: the copy went ahead (exit 0): {done.stdout[-1500:]}"
     assert re.match(r"^error: \w+: ", last) and FIELD.match(last.removeprefix("error: ")), last
-    assert _status(checkout) == before and _tree(base) == tree, f"{kind}: files were written before it stopped"
+    assert _status(checkout) == before, f"{kind}: files were written before it stopped"
     _count("destinations", f"{kind} stopped")
 
 

@@ -227,14 +227,15 @@ def data_convention(records: list[dict[str, Any]]) -> Convention:
         return HUGGINGFACE
 
 
-def records_error(count: int, ranks: int, micro_batch: int = 1, what: str = "the smoke") -> str:
-    """Whether ``count`` records fill one micro batch on each of ``ranks`` ranks ("" when they do)."""
+def records_error(count: int, ranks: int, micro_batch: int = 1, what: str = "the smoke", fix: str = "") -> str:
+    """Whether ``count`` records fill one micro batch on each of ``ranks`` ranks ("" when they do); ``fix`` adds a
+    way out beside more records."""
     needed = ranks * micro_batch
     if count >= needed:
         return ""
     return (f"data_json: holds {count} record(s), but {what} runs {ranks} data-parallel rank(s) x micro batch "
             f"{micro_batch} with drop_last, so it needs at least {needed} (with fewer, MindSpeed-MM's "
-            "BaseRandomBatchSampler divides by zero on every rank); add records (a copy of a record counts)")
+            f"BaseRandomBatchSampler divides by zero on every rank); add records (a copy of a record counts){fix}")
 
 
 def mapped_error(records: list[dict[str, Any]], mapping: Any, where: str = "data_json") -> str:

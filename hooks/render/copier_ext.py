@@ -235,6 +235,26 @@ def smoke_records_error(data_json: str) -> str:
     return records_error(count, smoke_ranks("cpu", 0), 1, "the smoke")
 
 
+def cluster_records_error(data_json: str, devices_per_node: object, nodes: object) -> str:
+    """Enough records for the YAML's own run on the cluster the answers name: one sample (``micro_batch_size`` 1,
+    the memory plan's unless it raises it) on each data-parallel rank. MindSpeed-MM's sampler takes the trainer's
+    dp group, the whole world (``devices_per_node`` x ``nodes``) without sequence parallelism, which the YAML does
+    not set; with fewer records the real launch dies in the sampler, not the copy's 2-rank smoke."""
+    from hooks.data.preflight import DataError, read_records
+    from hooks.data.shapes import records_error
+
+    if not str(data_json or "").strip() or count_error(devices_per_node, "devices_per_node") or count_error(
+            nodes, "nodes"):
+        return ""  # no data (the generated sample), or the numbers' own checks say what is wrong
+    try:
+        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
+    except (DataError, OSError):
+        return ""  # data_json's own check says why
+    devices, hosts = int(str(devices_per_node)), int(str(nodes))
+    return records_error(count, devices * hosts, 1, f"the YAML's run on {hosts} node(s) x {devices} device(s)",
+                         "; or answer devices_per_node and nodes for the cluster you will train on")
+
+
 def _untaken(data_json: str, model_facts: object, *of: Callable[..., list], branch: str = "") -> str:
     """A medium the records hold and the model takes none of (``hooks.data.audio.untaken_media_error``)."""
     from hooks.data.audio import untaken_media_error
@@ -363,7 +383,8 @@ def _checks() -> dict[str, tuple[Callable[[Answers], str], bool]]:
                                                        a.python, a.trust_remote_code, a.model_facts)), True),
         "devices_per_node": (lambda a: count_error(a.devices_per_node, "devices_per_node"), True),
         "device_memory_gb": (lambda a: amount_error(a.device_memory_gb, "device_memory_gb"), True),
-        "nodes": (lambda a: count_error(a.nodes, "nodes"), True),
+        "nodes": (lambda a: count_error(a.nodes, "nodes")
+                  or copying(lambda a: cluster_records_error(a.data_json, a.devices_per_node, a.nodes))(a), True),
     }
 
 
