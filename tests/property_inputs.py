@@ -52,6 +52,7 @@ class DataSpec:
     media_dir: str = "media"  # the folder the media files are in, under the data set's root
     media_root: str = "given"  # given (the media folder) | empty (the data file's folder) | parent (the root)
     path_style: str = "absolute"  # absolute | tilde (~/...) | relative (to the current directory)
+    devices_per_node: int = 8  # the cluster the answers name (one node): the YAML's own run's data-parallel ranks
 
     def kinds(self) -> set[str]:
         return {kind for record in self.records for kind, _ in record.media}

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -148,15 +149,16 @@ class FrameworkWorker:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                         text=True)
 
-    def build(self, config: dict[str, Any], scratch: Path) -> dict[str, Any]:
-        """The framework's dataset for the YAML ``config``'s data section and data plugins (the model's is not data)."""
+    def build(self, config: dict[str, Any], scratch: Path, devices: int = 8) -> dict[str, Any]:
+        """The framework's dataset for the YAML ``config``'s data section and data plugins (the model's is not data),
+        sampled for the smoke's ranks and ``devices`` ranks."""
         from tests.property_worker import DONE_MARK
 
         out = scratch / "answer.json"
         plugins = [p for p in config["training"]["plugin"] if "/fsdp/models/" not in p]
         assert self.process.stdin is not None and self.process.stdout is not None
         request = {"dataset_param": config["data"]["dataset_param"], "plugins": plugins, "out": str(out),
-                   "layouts": layouts(config)}
+                   "layouts": layouts(config, devices)}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         for line in self.process.stdout:
@@ -178,10 +180,10 @@ SMOKE_LAYOUT = (2, 1)  # the smoke's ranks on CPU and its micro batch (hooks.smo
 DEFAULT_DEVICES = 8  # copier.yml's devices_per_node default, one node: the YAML's data-parallel ranks
 
 
-def layouts(config: dict[str, Any]) -> list[list[int]]:
-    """The (ranks, micro batch) layouts the copy runs the data on: the smoke's, and the YAML's on the default
-    cluster (its ``training.micro_batch_size``)."""
-    return [list(SMOKE_LAYOUT), [DEFAULT_DEVICES, int(config.get("training", {}).get("micro_batch_size") or 1)]]
+def layouts(config: dict[str, Any], devices: int = DEFAULT_DEVICES) -> list[list[int]]:
+    """The (ranks, micro batch) layouts the copy runs the data on: the smoke's, and the YAML's on the answered
+    cluster (``devices`` ranks, its ``training.micro_batch_size``)."""
+    return [list(SMOKE_LAYOUT), [devices, int(config.get("training", {}).get("micro_batch_size") or 1)]]
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +238,7 @@ def _answering_from(home: Path, cwd: Path):
             os.environ["HOME"] = old_home
 
 
-def data_answer_error(data_json: str, media_root: str, facts: dict[str, Any]) -> str:
+def data_answer_error(data_json: str, media_root: str, facts: dict[str, Any], devices: int = DEFAULT_DEVICES) -> str:
     """What copier's ``data_json``, ``media_root`` and ``nodes`` (the records for the default cluster) validators
     say (branch a), in question order; the lengths
     check (a subprocess of the training interpreter) is left to tests/test_preflight.py: no drawn text is long."""
@@ -245,7 +247,7 @@ def data_answer_error(data_json: str, media_root: str, facts: dict[str, Any]) ->
 
     return (data_json_error(data_json, "a")
             or media_root_error(data_json, media_root, "a", "", sys.executable, False, facts)
-            or cluster_records_error(data_json, DEFAULT_DEVICES, 1))
+            or cluster_records_error(data_json, devices, 1))
 
 
 def rendered_config(model_dir: Path, facts: dict[str, Any], choice: Any, data_json: str, media_root: str,
@@ -278,14 +280,22 @@ def _tree(root: Path) -> dict[str, bytes]:
 def data_cases(draw: st.DrawFn, classes: frozenset[str]) -> tuple[str, DataSpec]:
     """(arch, data set) with the enabled ``classes``: the media the model takes (and, with ``media:untaken``, now
     and then all three), the enabled record faults, the enabled path styles."""
-    faults = frozenset(f for f in RECORD_FAULTS if f"record:{f}" in classes)
+    # a clean data set half the time, else one enabled fault class (drawn now and then per record): with every class
+    # on at once nearly every set would have some fault, and the "trains" side of the property would go untested
+    enabled = sorted(f for f in RECORD_FAULTS if f"record:{f}" in classes)
+    fault = draw(st.sampled_from([None] * max(1, len(enabled)) + enabled))
+    faults = frozenset([fault] if fault else [])
     styles = ("absolute", *(s for s in ("tilde", "relative") if f"paths:{s}" in classes))
     arch = draw(st.sampled_from(sorted(DATA_ARCHS)))
     kinds = tuple(k for k in DATA_ARCHS[arch] if f"media:{k}" in classes)
     if "media:untaken" in classes and draw(st.sampled_from([False] * 4 + [True])):
         kinds = tuple(k for k in KINDS if k in kinds or k not in DATA_ARCHS[arch])
     most = 10 if "record:count" in classes else 5  # past the default cluster's 8 ranks when counts are judged
-    return arch, draw(data_specs(kinds=kinds, faults=faults, path_styles=styles, max_records=most))
+    spec = draw(data_specs(kinds=kinds, faults=faults, path_styles=styles, max_records=most))
+    # the cluster answered: with record:count any of these (8 is copier's default), else one device, so that no
+    # data set stops for its count alone
+    devices = draw(st.sampled_from((1, 2, DEFAULT_DEVICES))) if "record:count" in classes else 1
+    return arch, replace(spec, devices_per_node=devices)
 
 
 def check_data_set(arch: str, spec: DataSpec, data_models, worker: FrameworkWorker, places: dict[str, Path],
@@ -310,7 +320,7 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
             written = write_data(spec, root, home=places["home"], cwd=places["cwd"])
         before = _tree(root)
         with _answering_from(places["home"], places["cwd"]), _timed("data sets", "validators"):
-            message = data_answer_error(written.data_json, written.media_root, facts)
+            message = data_answer_error(written.data_json, written.media_root, facts, spec.devices_per_node)
         assert _tree(root) == before, "a validator changed the user's files"
         if message:
             assert FIELD.match(message), f"the message does not start with a field: {message!r}"
@@ -322,7 +332,7 @@ def _check_data_set(arch: str, spec: DataSpec, model_dir: Path, facts: dict[str,
             config = rendered_config(model_dir, facts, choice, written.data_json, written.media_root, mm_home,
                                      scratch)
         with _timed("data sets", "framework"):
-            built = worker.build(config, scratch)
+            built = worker.build(config, scratch, spec.devices_per_node)
         assert "error" not in built, (f"accepted by the validators, but MindSpeed-MM's dataset builder on the "
                                       f"copy's YAML raised {built.get('error')}\n" + "\n".join(built.get("trace", [])))
         rows = built["rows"]
@@ -428,7 +438,6 @@ def test_found_failure_trains_or_stops(name: str, data_models, worker, places, m
     """A failure the generators found, as its smallest data set: it trains or stops naming a field. Repeated to
     eight records or more (the default cluster's ranks) unless the count is the case, so that a count check stops
     none of them for its count alone."""
-    from dataclasses import replace
 
     group, _, arch, spec, _ = FOUND[name]
     if group != "record:count":
@@ -445,7 +454,6 @@ SMOKE_EXAMPLES = int(os.environ.get("MSMM_PROPERTY_SMOKES") or (3 if _budget() >
 def smoke_cases(draw: st.DrawFn) -> tuple[str, DataSpec]:
     """(arch, data set) drawn from the enabled media classes without faults, 4 to 6 records (the smoke's two ranks
     each take some), at least one medium."""
-    from dataclasses import replace
 
     classes = enabled_classes()
     arch = draw(st.sampled_from(sorted(DATA_ARCHS)))
@@ -601,7 +609,6 @@ def _evidence(branch: str, template: str) -> str:
 def faulty_data(draw: st.DrawFn) -> DataSpec:
     """A data set of the classes CI runs whose first record has a fault the validators must stop (a missing,
     truncated or undecodable file, or one placeholder too many)."""
-    from dataclasses import replace
 
     spec = draw(data_specs(kinds=DATA_ARCHS[CLI_ARCH], faults=frozenset({"placeholder_count", "media_file"})))
     first = spec.records[0]
