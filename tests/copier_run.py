@@ -87,6 +87,13 @@ def snapshot(path: Path) -> dict[str, bytes]:
             if p.is_file() and ".git" not in p.relative_to(path).parts}
 
 
+def checkout_at_hand(parent: Path) -> Path:
+    """A git copy of MindSpeed-MM under ``parent`` where the framework is at hand (``MINDSPEED_MM_HOME``), else an
+    empty git repository: the destination of tests that stop before anything is written, in either tier."""
+    home = os.environ.get("MINDSPEED_MM_HOME")
+    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+
+
 def mm_checkout(mm_home: Path, parent: Path) -> Path:
     """A git copy of the MindSpeed-MM work tree under ``parent``: copies go there, never into ``mm_home``."""
     dest = parent / "MindSpeed-MM"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.copier_run import changed_paths, copy, git_init, mm_checkout
+from tests.copier_run import changed_paths, checkout_at_hand, copy, git_init, mm_checkout
 from tests.test_preflight import _evidence, _image, _stops, _wav, _write
 
 ARCH, AUDIO_ARCH = "qwen2_5_vl", "qwen2_audio"
@@ -31,9 +31,7 @@ ARCH, AUDIO_ARCH = "qwen2_5_vl", "qwen2_audio"
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh real checkout where the framework is at hand, else an empty git repository."""
-    home = os.environ.get("MINDSPEED_MM_HOME")
-    parent = tmp_path_factory.mktemp("shapes")
-    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+    return checkout_at_hand(tmp_path_factory.mktemp("shapes"))
 
 
 def _probed(tiny_models, arch: str) -> str:

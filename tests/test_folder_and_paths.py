@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.copier_run import TEMPLATE_ROOT, commit_all, copier, git_init, mm_checkout
-from tests.test_preflight import _status, _stops
+from tests.test_preflight import _folder, _status, _stops
 
 ARCH = "qwen2_5_vl"
 
@@ -45,13 +45,6 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # --- model folders: the weights against the config ----------------------------------------------------------
-
-
-def _folder(tiny_models, tmp_path: Path, edit: Callable[[Path], object]) -> Path:
-    folder = tmp_path / "model"
-    shutil.copytree(tiny_models(ARCH), folder)
-    edit(folder)
-    return folder
 
 
 def _text_config(folder: Path, **changes: object) -> None:

@@ -11,7 +11,6 @@ section lists every case with its message.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.copier_run import commit_all, copier, copy, git_init, mm_checkout
+from tests.copier_run import checkout_at_hand, commit_all, copier, copy, git_init
 
 ARCH = "qwen2_5_vl"
 
@@ -28,9 +27,7 @@ ARCH = "qwen2_5_vl"
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh real checkout where the framework is at hand, else an empty git repository."""
-    home = os.environ.get("MINDSPEED_MM_HOME")
-    parent = tmp_path_factory.mktemp("preflight")
-    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+    return checkout_at_hand(tmp_path_factory.mktemp("preflight"))
 
 
 @pytest.fixture(scope="module")

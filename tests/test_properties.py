@@ -586,11 +586,9 @@ def _status(dest: Path) -> str:
 @pytest.fixture(scope="module")
 def cli_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh git checkout the CLI copies go into: a git copy of MindSpeed-MM where the framework is at hand."""
-    from tests.copier_run import git_init, mm_checkout
+    from tests.copier_run import checkout_at_hand
 
-    home = os.environ.get("MINDSPEED_MM_HOME")
-    parent = tmp_path_factory.mktemp("properties-cli")
-    return mm_checkout(Path(home), parent) if home else git_init(parent / "checkout")
+    return checkout_at_hand(tmp_path_factory.mktemp("properties-cli"))
 
 
 @pytest.fixture(scope="module")
