@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,9 @@ def retarget_token_ids(config: dict[str, Any], tokenizer: Any) -> None:
 
 
 def full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
-    """Published config + tiny tokenizer/processor + weight shards that are never meant to be read: one whose header is
-    valid (the copy's pre-flight reads headers only) over a 2 GiB sparse tensor, which nothing loads."""
+    """Published config + tiny tokenizer/processor + weight shards that are never meant to be read: one whose header
+    holds every parameter the config builds, with its shape, as the release's shards do (the copy's pre-flight reads
+    headers only and holds them against the model), over sparse data nothing loads."""
     from transformers import AutoTokenizer
 
     dest.mkdir(parents=True)
@@ -58,19 +60,37 @@ def full_model_dir(name: str, tiny_dir: Path, dest: Path) -> Path:
     config = json.loads((FULL_CONFIGS / name / "config.json").read_text())
     retarget_token_ids(config, AutoTokenizer.from_pretrained(tiny_dir))
     (dest / "config.json").write_text(json.dumps(config, indent=2))
-    # A valid header over 2 GiB of holes (no disk used): loading it would show in time and memory, so the shrinker
-    # and the smoke never touching the weights stays visible; the other file is no checkpoint at all.
+    # A valid header over the model's full size in holes (no disk used): loading it would show in time and memory, so
+    # the shrinker and the smoke never touching the weights stays visible; the other file is no checkpoint at all.
     shard = dest / "model-00001-of-00002.safetensors"
-    header = json.dumps({"never.read": {"dtype": "BF16", "shape": [1 << 30], "data_offsets": [0, 1 << 31]}}).encode()
+    tensors, end = {}, 0
+    for tensor, shape in full_parameters(dest).items():
+        size = 2 * math.prod(shape)
+        tensors[tensor] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [end, end + size]}
+        end += size
+    header = json.dumps(tensors).encode()
     header += b" " * (-len(header) % 8)
     with shard.open("wb") as out:
         out.write(len(header).to_bytes(8, "little") + header)
-        out.truncate(8 + len(header) + (1 << 31))
-    (dest / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"never.read": shard.name}}))
+        out.truncate(8 + len(header) + end)
+    (dest / "model.safetensors.index.json").write_text(json.dumps({"weight_map": dict.fromkeys(tensors, shard.name)}))
     (dest / "original").mkdir()
     (dest / "original" / "consolidated.00.pth").write_bytes(b"not a checkpoint")
     (dest / "original" / "params.json").write_text('{"dim": 4096}')
     return dest
+
+
+def full_parameters(model_dir: Path) -> dict[str, tuple[int, ...]]:
+    """Each parameter (tied ones once) of the model ``model_dir``'s config.json builds, built as the probe builds it
+    (on the meta device), with its shape: the names and shapes a release's shards hold."""
+    from hooks.compat import ensure_torchvision
+    from hooks.model.build import build_structure
+    from hooks.model.facts import load_config_and_class
+
+    ensure_torchvision()
+    config, cls, _ = load_config_and_class(model_dir, trust_remote_code=False)
+    model, _, _ = build_structure(cls, config, model_dir)
+    return {name: tuple(param.shape) for name, param in model.named_parameters()}
 
 
 def one_image_batch(model_dir: Path) -> tuple[Any, dict[str, Any]]:
