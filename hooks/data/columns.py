@@ -5,7 +5,7 @@ column the data lacks altogether raises ``KeyError`` in the trainer (``images`` 
 the data has but the YAML does not map leaves its ``<video>`` placeholders without frames ("The number of videos
 does not match the number of <video> tokens"). So ``partials/config.yaml.jinja`` maps ``images``, ``videos`` and
 ``audios`` each only where some record names files in it (``data_has``, the render filter ``msmm_data_has``), and
-the parity check (``hooks.data.parity``, the copy-time evidence) compares samples of those media only
+the parity check of branches a and b (``hooks.data.parity``) compares samples of those media only
 (``for_data``): a MATCH on a medium the YAML does not map would prove a data path the trainer never runs.
 Without data (the generated sample) the YAML is today's: ``images`` and, for audio models, ``audios`` mapped,
 ``videos`` commented out; parity compares every medium the processor takes.

@@ -285,10 +285,13 @@ def parity_for_answers(dest: Path, answers: dict[str, Any]) -> tuple[ParityResul
     config["training"]["plugin"] = [p for p in config["training"]["plugin"]  # the model's data code stays
                                     if not p.rstrip("/").endswith(str(scaffold.model_plugin_dir(model_id))) or
                                     branch == "b" or model_code]
-    spec = for_data(spec_for(facts, bool(answers.get("trust_remote_code"))), answers.get("data_json"))
+    spec = spec_for(facts, bool(answers.get("trust_remote_code")))
     if branch == "c":  # branches a and b are checked as the copy-time evidence checked them: its verdict is reused
-        # branch c's records carry images (the field mapping has no video yet)
+        # branch c's records carry images (the field mapping has no video yet), read through data_fields, not the
+        # huggingface columns the YAML maps
         spec = replace(spec, video=False, branch=branch, model_id=model_id, sample_format=sample_format)
+    else:
+        spec = for_data(spec, answers.get("data_json"))
     python = os.path.expanduser(answers.get("python") or sys.executable)
     model_dir = Path(os.path.expanduser(answers["model_path"])).resolve()
     key = parity_key(dest, model_dir, config, data_plugin_files(config, dest, model_code=model_code), spec, python)
