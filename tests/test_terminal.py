@@ -99,15 +99,19 @@ def processes_of(dest: Path) -> list[str]:
 
 
 def broken_weights(tiny: Path, dest: Path) -> Path:
-    """A copy of a tiny model whose safetensors file is sound (the copy's pre-flight reads it) but holds its first
-    tensor in another shape than the config's: the probe (no weights) passes, loading the weights fails."""
-    from safetensors.torch import load_file, save_file
+    """A copy of a tiny model whose weights are a sound ``pytorch_model.bin`` (the copy's pre-flight reads its zip
+    directory) holding its first tensor in another shape than the config's. The pre-flight compares names and
+    shapes in safetensors headers only (a pickle is not read before training), so the probe passes and loading the
+    weights fails: the smoke's failure to show."""
+    import torch
+    from safetensors.torch import load_file
 
     shutil.copytree(tiny, dest)
     weights = load_file(dest / "model.safetensors")
     first = sorted(weights)[0]
     weights[first] = weights[first].flatten()[:3].clone()
-    save_file(weights, dest / "model.safetensors", metadata={"format": "pt"})
+    torch.save(weights, dest / "pytorch_model.bin")
+    (dest / "model.safetensors").unlink()
     return dest
 
 
