@@ -23,13 +23,13 @@ RECORD_KEYS = {"image": "images", "video": "videos", "audio": "audios"}  # the h
 def data_columns(data_json: Any) -> set[str] | None:
     """The media columns (``images``, ``videos``, ``audios``) in which some record names a file; None without data
     (no path) or where it cannot be read (the data pre-flight names that)."""
-    records = _records(data_json)
+    records = data_records(data_json)
     if records is None:
         return None
     return {column for column in RECORD_KEYS.values() if any(isinstance(r, dict) and r.get(column) for r in records)}
 
 
-def _records(data_json: Any) -> list[dict[str, Any]] | None:
+def data_records(data_json: Any) -> list[dict[str, Any]] | None:
     """The data's records; None without data (no path) or where they cannot be read (the pre-flight says why)."""
     if not str(data_json or "").strip():
         return None
@@ -65,5 +65,5 @@ def data_attr(data_json: Any) -> dict[str, str]:
     mapped; the huggingface keys without data."""
     from hooks.data.shapes import HUGGINGFACE, data_convention
 
-    records = _records(data_json)
+    records = data_records(data_json)
     return HUGGINGFACE.attr() if records is None else data_convention(records).attr()

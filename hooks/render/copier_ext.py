@@ -222,17 +222,12 @@ def data_fields_error(data_json: str, data_fields: str, media_root: str = "", mo
 def smoke_records_error(data_json: str) -> str:
     """Enough records for the smoke's ranks (``hooks.data.shapes.records_error``): the most it launches (2 gloo
     ranks on CPU, ``smoke_ranks``), one sample each (its ``micro_batch_size``), whole batches only."""
-    from hooks.data.preflight import DataError, read_records
+    from hooks.data.columns import data_records
     from hooks.data.shapes import records_error
     from hooks.framework.environment import smoke_ranks
 
-    if not str(data_json or "").strip():
-        return ""  # the smoke's own sample has enough
-    try:
-        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
-    except (DataError, OSError):
-        return ""  # data_json's own check says why
-    return records_error(count, smoke_ranks("cpu", 0), 1, "the smoke")
+    records = data_records(data_json)  # None: no data (the smoke's own sample has enough), or data_json's to say
+    return "" if records is None else records_error(len(records), smoke_ranks("cpu", 0), 1, "the smoke")
 
 
 def cluster_records_error(data_json: str, devices_per_node: object, nodes: object) -> str:
@@ -240,18 +235,14 @@ def cluster_records_error(data_json: str, devices_per_node: object, nodes: objec
     the memory plan's unless it raises it) on each data-parallel rank. MindSpeed-MM's sampler takes the trainer's
     dp group, the whole world (``devices_per_node`` x ``nodes``) without sequence parallelism, which the YAML does
     not set; with fewer records the real launch dies in the sampler, not the copy's 2-rank smoke."""
-    from hooks.data.preflight import DataError, read_records
+    from hooks.data.columns import data_records
     from hooks.data.shapes import records_error
 
-    if not str(data_json or "").strip() or count_error(devices_per_node, "devices_per_node") or count_error(
-            nodes, "nodes"):
-        return ""  # no data (the generated sample), or the numbers' own checks say what is wrong
-    try:
-        count = len(read_records(Path(os.path.expanduser(str(data_json)))))
-    except (DataError, OSError):
-        return ""  # data_json's own check says why
+    records = data_records(data_json)  # None: no data (the generated sample), or data_json's own check says why
+    if records is None or count_error(devices_per_node, "devices_per_node") or count_error(nodes, "nodes"):
+        return ""  # ... or the numbers' own checks say what is wrong
     devices, hosts = int(str(devices_per_node)), int(str(nodes))
-    return records_error(count, devices * hosts, 1, f"the YAML's run on {hosts} node(s) x {devices} device(s)",
+    return records_error(len(records), devices * hosts, 1, f"the YAML's run on {hosts} node(s) x {devices} device(s)",
                          "; or answer devices_per_node and nodes for the cluster you will train on")
 
 
